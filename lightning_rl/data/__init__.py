@@ -24,6 +24,20 @@ from lightning_rl.data.buffers import (
     numpify_buffer,
     torchify_buffer,
 )
+from lightning_rl.data.flat_dict import (
+    complete_dict_of_list,
+    convert_time_to_batch_major,
+    dict_of_lists_to_list_of_dicts,
+    extract_keywise,
+    flat_dict_to_nat,
+    flatten_dict,
+    join_keys,
+    list_of_dicts_to_flattened_dict_of_lists,
+    nat_to_flat_dict,
+    nonify,
+    unflatten_dict,
+    update_dict_of_lists,
+)
 from lightning_rl.data.namedarraytuple import (
     AttrDict,
     NamedArrayTuple,

@@ -162,6 +162,12 @@ def namedarraytuple(
     return (cls, base) if return_namedtuple_cls else cls
 
 
+_CLASS_BODY_KEYS = frozenset(
+    ("__module__", "__qualname__", "__annotations__", "__doc__", "__classcell__", "__static_attributes__",
+     "__firstlineno__", "__orig_bases__")
+)
+
+
 class _NamedArrayTupleMeta(type):
     """Turns ``class X(NamedArrayTupleBase): a: Any`` into ``namedarraytuple('X', ['a'])``."""
 
@@ -171,10 +177,19 @@ class _NamedArrayTupleMeta(type):
         fields = list(namespace.get("__annotations__", {}))
         if not fields:
             raise ValueError(f"{name}: a namedarraytuple class needs annotated fields")
+        defaults = [f for f in fields if f in namespace]
+        if defaults:
+            raise ValueError(f"{name}: field {defaults[0]!r} has a default; namedarraytuple fields take none")
         cls = namedarraytuple(name, fields, module=namespace.get("__module__", "__main__"))
         cls.__qualname__ = namespace.get("__qualname__", name)
         if "__doc__" in namespace and namespace["__doc__"]:
             cls.__doc__ = namespace["__doc__"]
+        # Methods and properties declared in the class body belong on the built class too.
+        for key, value in namespace.items():
+            if key not in _CLASS_BODY_KEYS:
+                setattr(cls, key, value)
+        if "__classcell__" in namespace:
+            namespace["__classcell__"].cell_contents = cls
         return cls
 
 
@@ -231,7 +246,8 @@ def namedarraytuple_like(namedtuple_or_class: Any, classname_suffix: bool = Fals
     """Return the namedarraytuple type matching a namedtuple(-like) class or instance.
 
     A namedarraytuple class or instance gives its own class; a schema-form input gives a
-    :class:`NamedArrayTupleSchema`; a namedtuple gives a new class with the same name and fields.
+    :class:`NamedArrayTupleSchema`; a namedtuple gives a class with the same name and fields (one
+    per name, fields and module, whose instances pickle even under ``spawn``).
     """
     obj = namedtuple_or_class
     if isinstance(obj, NamedArrayTupleSchema):
@@ -244,8 +260,32 @@ def namedarraytuple_like(namedtuple_or_class: Any, classname_suffix: bool = Fals
     if is_namedarraytuple_class(cls):
         return cls
     if is_namedtuple_class(cls):
-        return namedarraytuple(cls.__name__, cls._fields, classname_suffix=classname_suffix, module=cls.__module__)
+        typename = cls.__name__ + ("_nat" if classname_suffix else "")
+        return _like_class(typename, tuple(cls._fields), cls.__module__)
     raise TypeError(f"namedarraytuple_like: {cls.__name__} is not a namedtuple or namedarraytuple")
+
+
+def _like_class(typename: str, fields: tuple[str, ...], module: str) -> type:
+    """One cached class per (name, fields, module), whose instances pickle by structure.
+
+    The class is not reachable under its name in ``module`` (the namedtuple is), so instances
+    reduce to this call instead of to a class reference; a spawned process rebuilds the class.
+    """
+    key = (typename, fields, module)
+    cls = _CLASS_CACHE.get(key)
+    if cls is None:
+        cls = namedarraytuple(typename, fields, module=module)
+        cls.__reduce__ = _reduce_like_instance
+        _CLASS_CACHE[key] = cls
+    return cls
+
+
+def _reduce_like_instance(self: Any) -> tuple:
+    return (_make_like_instance, (self._typename, self._fields, type(self).__module__, tuple(self)))
+
+
+def _make_like_instance(typename: str, fields: tuple[str, ...], module: str, values: tuple) -> Any:
+    return _like_class(typename, fields, module)._make(values)
 
 
 # ----- schema form (rlpyt section 14.1) -----

@@ -1,0 +1,99 @@
+"""Build a lightning_rl env from a gymnasium id, an Atari id or a callable."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import gymnasium
+
+from lightning_rl.envs.atari import AtariEnv, atari_games
+from lightning_rl.envs.base import Env
+from lightning_rl.envs.gymnasium import GymEnvWrapper
+from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
+
+__all__ = ["atari_game_from_id", "default_traj_info_cls", "is_atari_id", "make_env"]
+
+_ATARI_ID = re.compile(
+    r"^(?:ALE/(?P<v5>[A-Za-z0-9]+)(?P<rest>(?:-[A-Za-z]+)*)-v\d+|(?P<v4>[A-Za-z0-9]+)NoFrameskip-v4)$"
+)
+
+
+def is_atari_id(env_id: Any) -> bool:
+    """True for ids that :func:`make_env` maps to :class:`AtariEnv`: ``ALE/...`` and ``...NoFrameskip-v4``."""
+    return isinstance(env_id, str) and (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4"))
+
+
+def atari_game_from_id(env_id: str) -> str:
+    """The ale-py game name of an Atari id: ``"ALE/SpaceInvaders-v5"`` -> ``"space_invaders"``.
+
+    Raises:
+        ValueError: If the id is malformed, asks for RAM observations, or names no known game.
+    """
+    m = _ATARI_ID.match(env_id)
+    if m is None:
+        raise ValueError(
+            f"make_env: env_id={env_id!r} is not an Atari id of the form 'ALE/<Game>-v5' or '<Game>NoFrameskip-v4'"
+        )
+    if m.group("rest"):
+        raise ValueError(f"make_env: env_id={env_id!r}: only image observations are supported (no '-ram')")
+    camel = m.group("v5") or m.group("v4")
+    # Compare case-insensitively without underscores: "TicTacToe3D" matches "tic_tac_toe_3d".
+    by_key = {g.replace("_", ""): g for g in atari_games()}
+    game = by_key.get(camel.lower())
+    if game is None:
+        raise ValueError(f"make_env: env_id={env_id!r} names no game known to ale-py (game {camel!r})")
+    return game
+
+
+def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None = None, **kwargs: Any) -> Env:
+    """Make a lightning_rl env.
+
+    * ``ALE/<Game>-v5`` and ``<Game>NoFrameskip-v4`` -> ``AtariEnv(game=<game>, **kwargs)``: our
+      preprocessing with :class:`AtariEnv`'s defaults, not gymnasium's ALE settings.
+    * any other registered gymnasium id (classic control, MuJoCo v5, ...) ->
+      ``GymEnvWrapper(gymnasium.make(env_id, **kwargs))``;
+    * a callable -> ``env_id(**kwargs)``; a gymnasium env result is wrapped in :class:`GymEnvWrapper`.
+
+    Args:
+        env_id: Env id or factory.
+        seed: Passed to the env's ``seed`` (the next reset is seeded) if not ``None``.
+        **kwargs: Constructor arguments of the env.
+
+    Returns:
+        The env.
+
+    Raises:
+        ValueError: If the id is unknown to gymnasium and ale-py, or the callable returns
+            something that is not an env.
+
+    Example:
+        >>> env = make_env("CartPole-v1", seed=0, max_episode_steps=100)
+        >>> env.horizon
+        100
+    """
+    if callable(env_id):
+        env = env_id(**kwargs)
+        if isinstance(env, gymnasium.Env):
+            env = GymEnvWrapper(env)
+        elif not isinstance(env, Env):
+            raise ValueError(f"make_env: env_id={env_id!r} returned {type(env).__name__}, not an Env or gymnasium.Env")
+    elif isinstance(env_id, str) and is_atari_id(env_id):
+        env = AtariEnv(game=atari_game_from_id(env_id), **kwargs)
+    elif isinstance(env_id, str):
+        try:
+            env = GymEnvWrapper(gymnasium.make(env_id, **kwargs))
+        except gymnasium.error.Error as e:
+            raise ValueError(f"make_env: gymnasium cannot make env_id={env_id!r}: {e}") from e
+    else:
+        raise ValueError(f"make_env: env_id must be a string or a callable, got {env_id!r}")
+    if seed is not None:
+        env.seed(seed)
+    return env
+
+
+def default_traj_info_cls(env_id: str | Callable[..., Any]) -> type[TrajInfo]:
+    """:class:`AtariTrajInfo` for Atari ids and :class:`AtariEnv` (subclasses), else :class:`TrajInfo`."""
+    if is_atari_id(env_id) or (isinstance(env_id, type) and issubclass(env_id, AtariEnv)):
+        return AtariTrajInfo
+    return TrajInfo

@@ -1,0 +1,85 @@
+"""Neural network models: building blocks and the task models agents act with.
+
+Every task model takes inputs with leading dims ``[]``, ``[B]`` or ``[T, B]`` and returns
+outputs with the same leading dims; recurrent ones also take and return an ``RnnState``.
+"""
+
+from lightning_rl.models.atari import (
+    ATARI_CONVS,
+    AtariCatDqnModel,
+    AtariDqnModel,
+    AtariFfModel,
+    AtariLstmModel,
+    AtariR2d1Model,
+    atari_encoder,
+)
+from lightning_rl.models.base import FeedForwardModel, ImageEncoder, RecurrentModel, VectorEncoder
+from lightning_rl.models.blocks import (
+    Conv2dHeadModel,
+    Conv2dModel,
+    DistributionalDuelingHeadModel,
+    DistributionalHeadModel,
+    DuelingHeadModel,
+    MlpModel,
+    ScaleGrad,
+    conv2d_output_shape,
+    init_orthogonal_,
+    make_q_head,
+    scale_grad,
+    strip_ddp_state_dict,
+    update_state_dict,
+)
+from lightning_rl.models.dqn import CatDqnMlpModel, DqnMlpModel, R2d1MlpModel
+from lightning_rl.models.normalization import RunningMeanStdModel
+from lightning_rl.models.pg import (
+    CategoricalPgHead,
+    CategoricalPgLstmModel,
+    CategoricalPgMlpModel,
+    GaussianPgHead,
+    GaussianPgLstmModel,
+    GaussianPgMlpModel,
+)
+from lightning_rl.models.qpg import MuMlpModel, PiMlpModel, QofMuMlpModel
+from lightning_rl.models.recurrent import LstmCore, RnnState
+
+__all__ = [
+    "ATARI_CONVS",
+    "AtariCatDqnModel",
+    "AtariDqnModel",
+    "AtariFfModel",
+    "AtariLstmModel",
+    "AtariR2d1Model",
+    "CatDqnMlpModel",
+    "CategoricalPgHead",
+    "CategoricalPgLstmModel",
+    "CategoricalPgMlpModel",
+    "Conv2dHeadModel",
+    "Conv2dModel",
+    "DistributionalDuelingHeadModel",
+    "DistributionalHeadModel",
+    "DqnMlpModel",
+    "DuelingHeadModel",
+    "FeedForwardModel",
+    "GaussianPgHead",
+    "GaussianPgLstmModel",
+    "GaussianPgMlpModel",
+    "ImageEncoder",
+    "LstmCore",
+    "MlpModel",
+    "MuMlpModel",
+    "PiMlpModel",
+    "QofMuMlpModel",
+    "R2d1MlpModel",
+    "RecurrentModel",
+    "RnnState",
+    "RunningMeanStdModel",
+    "ScaleGrad",
+    "VectorEncoder",
+    "atari_encoder",
+    "conv2d_output_shape",
+    "init_orthogonal_",
+    "make_q_head",
+    "scale_grad",
+    "strip_ddp_state_dict",
+    "update_state_dict",
+]

@@ -1,0 +1,323 @@
+"""Policy-gradient models for vector observations: categorical and Gaussian, feed-forward and LSTM.
+
+The feed-forward models follow rlpyt's ``MujocoFfModel``: separate MLPs for the policy and
+the state value, both on the (optionally normalized) observation, ``Tanh`` hidden layers.
+The LSTM models follow ``MujocoLstmModel``: an MLP (``ReLU``) into an LSTM that also sees the
+previous action and reward, with linear policy and value outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from lightning_rl.models.base import FeedForwardModel, RecurrentModel, VectorEncoder
+from lightning_rl.models.blocks import MlpModel, init_orthogonal_
+from lightning_rl.models.recurrent import LstmCore
+
+__all__ = [
+    "CategoricalPgHead",
+    "CategoricalPgLstmModel",
+    "CategoricalPgMlpModel",
+    "GaussianPgHead",
+    "GaussianPgLstmModel",
+    "GaussianPgMlpModel",
+]
+
+_HIDDEN_GAIN = math.sqrt(2)
+_POLICY_GAIN = 0.01
+_VALUE_GAIN = 1.0
+
+
+class CategoricalPgHead(nn.Module):
+    """Action probabilities and state value from features.
+
+    Args:
+        input_size: Size of the features.
+        action_size: Number of actions.
+        hidden_sizes: Hidden sizes of each of the two MLPs (policy, value); None for linear.
+        nonlinearity: Module class after every hidden layer.
+        orthogonal_init: Orthogonal init, gain 0.01 on the policy output and 1 on the value
+            output (see :func:`init_orthogonal_`); PyTorch's default init otherwise.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        action_size: int,
+        hidden_sizes: int | Sequence[int] | None = None,
+        nonlinearity: type[nn.Module] = nn.Tanh,
+        orthogonal_init: bool = True,
+    ) -> None:
+        super().__init__()
+        self.pi = MlpModel(input_size, hidden_sizes, action_size, nonlinearity)
+        self.value = MlpModel(input_size, hidden_sizes, 1, nonlinearity)
+        if orthogonal_init:
+            init_orthogonal_(self.pi, _HIDDEN_GAIN, _POLICY_GAIN)
+            init_orthogonal_(self.value, _HIDDEN_GAIN, _VALUE_GAIN)
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(pi [N, action_size] probabilities, value [N])`` from features ``[N, input_size]``."""
+        return torch.softmax(self.pi(features), dim=-1), self.value(features).squeeze(-1)
+
+
+class GaussianPgHead(nn.Module):
+    """Gaussian action mean, state-independent learned log std, and state value.
+
+    Args:
+        input_size: Size of the features.
+        action_size: Size of the action vector.
+        hidden_sizes: Hidden sizes of each of the two MLPs (mean, value); None for linear.
+        nonlinearity: Module class after every hidden layer.
+        mu_nonlinearity: Module class applied to the mean output (e.g. ``nn.Tanh``), or None.
+        init_log_std: Initial value of every ``log_std`` entry.
+        orthogonal_init: Orthogonal init, gain 0.01 on the mean output and 1 on the value output.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        action_size: int,
+        hidden_sizes: int | Sequence[int] | None = None,
+        nonlinearity: type[nn.Module] = nn.Tanh,
+        mu_nonlinearity: type[nn.Module] | None = None,
+        init_log_std: float = 0.0,
+        orthogonal_init: bool = True,
+    ) -> None:
+        super().__init__()
+        mu = MlpModel(input_size, hidden_sizes, action_size, nonlinearity)
+        value = MlpModel(input_size, hidden_sizes, 1, nonlinearity)
+        if orthogonal_init:
+            init_orthogonal_(mu, _HIDDEN_GAIN, _POLICY_GAIN)
+            init_orthogonal_(value, _HIDDEN_GAIN, _VALUE_GAIN)
+        self.mu = mu if mu_nonlinearity is None else nn.Sequential(mu, mu_nonlinearity())
+        self.value = value
+        self.log_std = nn.Parameter(torch.full((action_size,), float(init_log_std)))
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(mu [N, A], log_std [N, A], value [N])`` from features ``[N, input_size]``."""
+        mu = self.mu(features)
+        return mu, self.log_std.expand_as(mu), self.value(features).squeeze(-1)
+
+
+def _check_action_size(action_size: int) -> int:
+    if int(action_size) < 1:
+        raise ValueError(f"action_size must be a positive int, got {action_size}")
+    return int(action_size)
+
+
+class CategoricalPgMlpModel(FeedForwardModel):
+    """Policy and value MLPs for discrete actions (A2C/PPO on vector observations).
+
+    Args:
+        observation_shape: Shape of one observation.
+        action_size: Number of actions.
+        hidden_sizes: Hidden sizes of the policy MLP and of the value MLP.
+        hidden_nonlinearity: Module class after every hidden layer.
+        normalize_observation: Normalize observations with running statistics (the agent
+            calls :meth:`update_obs_rms` while sampling).
+        norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
+        norm_obs_var_clip: Lower bound on the running variance.
+        orthogonal_init: Orthogonal initialization (see :class:`CategoricalPgHead`).
+
+    ``forward(observation, prev_action, prev_reward) -> (pi [..., A], value [...])``.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        action_size: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        hidden_nonlinearity: type[nn.Module] = nn.Tanh,
+        normalize_observation: bool = False,
+        norm_obs_clip: float = 10.0,
+        norm_obs_var_clip: float = 1e-6,
+        orthogonal_init: bool = True,
+    ) -> None:
+        encoder = VectorEncoder(
+            observation_shape,
+            normalize_observation=normalize_observation,
+            norm_obs_clip=norm_obs_clip,
+            norm_obs_var_clip=norm_obs_var_clip,
+        )
+        head = CategoricalPgHead(
+            encoder.output_size, _check_action_size(action_size), hidden_sizes, hidden_nonlinearity, orthogonal_init
+        )
+        super().__init__(encoder, head)
+
+
+class GaussianPgMlpModel(FeedForwardModel):
+    """Mean and value MLPs plus a learned log std for continuous actions (rlpyt ``MujocoFfModel``).
+
+    Args:
+        observation_shape: Shape of one observation.
+        action_size: Size of the action vector.
+        hidden_sizes: Hidden sizes of the mean MLP and of the value MLP.
+        hidden_nonlinearity: Module class after every hidden layer.
+        mu_nonlinearity: Module class applied to the mean output (rlpyt: ``Tanh``), or None.
+        init_log_std: Initial ``log_std``.
+        normalize_observation: Normalize observations with running statistics.
+        norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
+        norm_obs_var_clip: Lower bound on the running variance.
+        orthogonal_init: Orthogonal initialization (see :class:`GaussianPgHead`).
+
+    ``forward(observation, prev_action, prev_reward) -> (mu [..., A], log_std [..., A], value [...])``.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        action_size: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        hidden_nonlinearity: type[nn.Module] = nn.Tanh,
+        mu_nonlinearity: type[nn.Module] | None = nn.Tanh,
+        init_log_std: float = 0.0,
+        normalize_observation: bool = False,
+        norm_obs_clip: float = 10.0,
+        norm_obs_var_clip: float = 1e-6,
+        orthogonal_init: bool = True,
+    ) -> None:
+        encoder = VectorEncoder(
+            observation_shape,
+            normalize_observation=normalize_observation,
+            norm_obs_clip=norm_obs_clip,
+            norm_obs_var_clip=norm_obs_var_clip,
+        )
+        head = GaussianPgHead(
+            encoder.output_size,
+            _check_action_size(action_size),
+            hidden_sizes,
+            hidden_nonlinearity,
+            mu_nonlinearity,
+            init_log_std,
+            orthogonal_init,
+        )
+        super().__init__(encoder, head)
+
+
+def _pg_lstm_parts(
+    observation_shape: Sequence[int],
+    action_size: int,
+    hidden_sizes: Sequence[int],
+    lstm_size: int,
+    nonlinearity: type[nn.Module],
+    discrete_action: bool,
+    normalize_observation: bool,
+    norm_obs_clip: float,
+    norm_obs_var_clip: float,
+    orthogonal_init: bool,
+) -> tuple[VectorEncoder, LstmCore]:
+    encoder = VectorEncoder(
+        observation_shape, hidden_sizes, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip
+    )
+    lstm = LstmCore(encoder.output_size, _check_action_size(action_size), lstm_size, discrete_action)
+    if orthogonal_init:
+        init_orthogonal_(encoder, _HIDDEN_GAIN)
+        init_orthogonal_(lstm)
+    return encoder, lstm
+
+
+class CategoricalPgLstmModel(RecurrentModel):
+    """MLP into an LSTM (with one-hot previous action and previous reward) for discrete actions.
+
+    Args:
+        observation_shape: Shape of one observation.
+        action_size: Number of actions.
+        hidden_sizes: Hidden sizes of the MLP before the LSTM.
+        lstm_size: LSTM hidden size.
+        hidden_nonlinearity: Module class after every hidden layer.
+        normalize_observation: Normalize observations with running statistics.
+        norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
+        norm_obs_var_clip: Lower bound on the running variance.
+        orthogonal_init: Orthogonal initialization of every layer (LSTM gain 1).
+
+    ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (pi [..., A],
+    value [...], next_rnn_state)``.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        action_size: int,
+        hidden_sizes: Sequence[int] = (256,),
+        lstm_size: int = 256,
+        hidden_nonlinearity: type[nn.Module] = nn.ReLU,
+        normalize_observation: bool = False,
+        norm_obs_clip: float = 10.0,
+        norm_obs_var_clip: float = 1e-6,
+        orthogonal_init: bool = True,
+    ) -> None:
+        encoder, lstm = _pg_lstm_parts(
+            observation_shape,
+            action_size,
+            hidden_sizes,
+            lstm_size,
+            hidden_nonlinearity,
+            True,
+            normalize_observation,
+            norm_obs_clip,
+            norm_obs_var_clip,
+            orthogonal_init,
+        )
+        head = CategoricalPgHead(lstm.output_size, action_size, None, orthogonal_init=orthogonal_init)
+        super().__init__(encoder, lstm, head)
+
+
+class GaussianPgLstmModel(RecurrentModel):
+    """MLP into an LSTM (with previous action and reward) for continuous actions.
+
+    Args:
+        observation_shape: Shape of one observation.
+        action_size: Size of the action vector.
+        hidden_sizes: Hidden sizes of the MLP before the LSTM.
+        lstm_size: LSTM hidden size.
+        hidden_nonlinearity: Module class after every hidden layer.
+        mu_nonlinearity: Module class applied to the mean output, or None (rlpyt: none).
+        init_log_std: Initial ``log_std`` (a learned, state-independent parameter).
+        normalize_observation: Normalize observations with running statistics.
+        norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
+        norm_obs_var_clip: Lower bound on the running variance.
+        orthogonal_init: Orthogonal initialization of every layer (LSTM gain 1).
+
+    ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (mu [..., A],
+    log_std [..., A], value [...], next_rnn_state)``; ``prev_action`` is ``[..., A]``.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        action_size: int,
+        hidden_sizes: Sequence[int] = (256,),
+        lstm_size: int = 256,
+        hidden_nonlinearity: type[nn.Module] = nn.ReLU,
+        mu_nonlinearity: type[nn.Module] | None = None,
+        init_log_std: float = 0.0,
+        normalize_observation: bool = False,
+        norm_obs_clip: float = 10.0,
+        norm_obs_var_clip: float = 1e-6,
+        orthogonal_init: bool = True,
+    ) -> None:
+        encoder, lstm = _pg_lstm_parts(
+            observation_shape,
+            action_size,
+            hidden_sizes,
+            lstm_size,
+            hidden_nonlinearity,
+            False,
+            normalize_observation,
+            norm_obs_clip,
+            norm_obs_var_clip,
+            orthogonal_init,
+        )
+        head = GaussianPgHead(
+            lstm.output_size,
+            action_size,
+            None,
+            mu_nonlinearity=mu_nonlinearity,
+            init_log_std=init_log_std,
+            orthogonal_init=orthogonal_init,
+        )
+        super().__init__(encoder, lstm, head)

@@ -1,0 +1,219 @@
+"""Tiny deterministic gymnasium envs whose returns can be computed by hand.
+
+Each class builds without registration (pass the class, or a ``make_*`` function, to
+``make_env``; that also works in ``spawn`` workers, where registrations are not inherited).
+:func:`register_toy_envs` registers them under ``lightning_rl_test/<Name>-v0``.
+
+* :class:`LastStepRewardEnv`: reward 1 only on the last step of a fixed-length episode.
+* :class:`ConstantRewardEnv`: reward 1 every step, never terminates; under a ``TimeLimit`` it
+  truncates, and its discounted value with bootstrapping is ``1 / (1 - gamma)``.
+* :class:`TwoStateChainEnv`: action 1 moves to (or keeps) the good state; staying there pays 1.
+* :class:`IdentityEnv`: reward 1 when the action equals the target shown in the observation.
+* :class:`BoxIdentityEnv`: continuous version, reward ``-(action - target)**2``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from gymnasium.wrappers import TimeLimit
+
+__all__ = [
+    "BoxIdentityEnv",
+    "ConstantRewardEnv",
+    "IdentityEnv",
+    "LastStepRewardEnv",
+    "TOY_ENV_IDS",
+    "TwoStateChainEnv",
+    "make_constant_reward_env",
+    "register_toy_envs",
+]
+
+
+class LastStepRewardEnv(gymnasium.Env):
+    """Fixed-length episodes; reward 1 on the last step (terminated), 0 before.
+
+    Observation: float32 ``[1]``, the fraction of the episode elapsed (``t / episode_length``).
+    Action: ``Discrete(2)``, ignored. Discounted return from the first step: ``gamma**(L-1)``.
+
+    Args:
+        episode_length: Steps per episode.
+    """
+
+    def __init__(self, episode_length: int = 5) -> None:
+        if episode_length < 1:
+            raise ValueError(f"LastStepRewardEnv: episode_length must be >= 1, got {episode_length}")
+        self.episode_length = episode_length
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
+        self._t = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self._t / self.episode_length], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any):
+        self._t += 1
+        terminated = self._t >= self.episode_length
+        return self._obs(), float(terminated), terminated, False, {}
+
+
+class ConstantRewardEnv(gymnasium.Env):
+    """Reward 1 on every step; never terminates (wrap it in a ``TimeLimit`` to end episodes).
+
+    Observation: float32 ``[1]``, always 0. Action: ``Discrete(2)``, ignored.
+    """
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action: Any):
+        return np.zeros(1, dtype=np.float32), 1.0, False, False, {}
+
+
+def make_constant_reward_env(max_episode_steps: int = 10) -> gymnasium.Env:
+    """:class:`ConstantRewardEnv` under ``TimeLimit(max_episode_steps)``: it truncates at that step."""
+    return TimeLimit(ConstantRewardEnv(), max_episode_steps=max_episode_steps)
+
+
+class TwoStateChainEnv(gymnasium.Env):
+    """Two states, 0 (start) and 1; the action picks the next state: ``s' = a``.
+
+    Reward 1 when in state 1 and choosing to stay there (``s == 1 and a == 1``), else 0.
+    Terminated after ``episode_length`` steps. Observation: float32 one-hot ``[2]`` of the state.
+    Always choosing 1 earns ``episode_length - 1`` (discounted: ``sum_{t=1}^{L-1} gamma**t``).
+
+    Args:
+        episode_length: Steps per episode.
+    """
+
+    def __init__(self, episode_length: int = 10) -> None:
+        if episode_length < 1:
+            raise ValueError(f"TwoStateChainEnv: episode_length must be >= 1, got {episode_length}")
+        self.episode_length = episode_length
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
+        self._state = 0
+        self._t = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.eye(2, dtype=np.float32)[self._state]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._state, self._t = 0, 0
+        return self._obs(), {"state": self._state}
+
+    def step(self, action: Any):
+        action = int(action)
+        reward = float(self._state == 1 and action == 1)
+        self._state = action
+        self._t += 1
+        return self._obs(), reward, self._t >= self.episode_length, False, {"state": self._state}
+
+
+class IdentityEnv(gymnasium.Env):
+    """Reward 1 when the action equals the target in the observation; a new random target each step.
+
+    Observation: float32 one-hot ``[n]`` of the target. Action: ``Discrete(n)``. Terminated after
+    ``episode_length`` steps. Targets come from the env's seeded ``np_random``, so an episode's
+    targets repeat exactly for the same seed.
+
+    Args:
+        n: Number of targets/actions.
+        episode_length: Steps per episode.
+    """
+
+    def __init__(self, n: int = 4, episode_length: int = 20) -> None:
+        if n < 2:
+            raise ValueError(f"IdentityEnv: n must be >= 2, got {n}")
+        self.n = n
+        self.episode_length = episode_length
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)
+        self.action_space = spaces.Discrete(n)
+        self._target = 0
+        self._t = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.eye(self.n, dtype=np.float32)[self._target]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t = 0
+        self._target = int(self.np_random.integers(self.n))
+        return self._obs(), {}
+
+    def step(self, action: Any):
+        reward = float(int(action) == self._target)
+        self._t += 1
+        self._target = int(self.np_random.integers(self.n))
+        return self._obs(), reward, self._t >= self.episode_length, False, {}
+
+
+class BoxIdentityEnv(gymnasium.Env):
+    """Continuous identity: observation a target in ``[-1, 1]^dim``, reward ``-sum((a - target)**2)``.
+
+    Action: ``Box(-1, 1, (dim,))`` float32. Terminated after ``episode_length`` steps; the best
+    return is 0 (action = target).
+
+    Args:
+        dim: Size of target and action.
+        episode_length: Steps per episode.
+    """
+
+    def __init__(self, dim: int = 1, episode_length: int = 20) -> None:
+        self.dim = dim
+        self.episode_length = episode_length
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(dim,), dtype=np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(dim,), dtype=np.float32)
+        self._target = np.zeros(dim, dtype=np.float32)
+        self._t = 0
+
+    def _new_target(self) -> None:
+        self._target = self.np_random.uniform(-1.0, 1.0, size=self.dim).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t = 0
+        self._new_target()
+        return self._target.copy(), {}
+
+    def step(self, action: Any):
+        a = np.clip(np.asarray(action, dtype=np.float32), -1.0, 1.0)
+        reward = -float(np.sum((a - self._target) ** 2))
+        self._t += 1
+        self._new_target()
+        return self._target.copy(), reward, self._t >= self.episode_length, False, {}
+
+
+TOY_ENV_IDS = {
+    "lightning_rl_test/LastStepReward-v0": (LastStepRewardEnv, None),
+    "lightning_rl_test/ConstantReward-v0": (ConstantRewardEnv, 10),
+    "lightning_rl_test/TwoStateChain-v0": (TwoStateChainEnv, None),
+    "lightning_rl_test/Identity-v0": (IdentityEnv, None),
+    "lightning_rl_test/BoxIdentity-v0": (BoxIdentityEnv, None),
+}
+
+
+def register_toy_envs() -> list[str]:
+    """Register the toy envs with gymnasium (idempotent); return their ids.
+
+    ``lightning_rl_test/ConstantReward-v0`` has ``max_episode_steps=10`` (override it with
+    ``gymnasium.make(id, max_episode_steps=...)``).
+    """
+    for env_id, (cls, max_steps) in TOY_ENV_IDS.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=cls, max_episode_steps=max_steps)
+    return list(TOY_ENV_IDS)
