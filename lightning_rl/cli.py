@@ -1,13 +1,109 @@
-"""The ``lightning-rl`` command (LightningCLI). Replaced by the full CLI with the training core."""
+"""The ``lightning-rl`` command: LightningCLI with ``fit``, ``validate`` and ``play``.
+
+Examples::
+
+    lightning-rl fit --config configs/ppo/cartpole.yaml
+    lightning-rl fit --config configs/ppo/cartpole.yaml --ckpt_path last
+    lightning-rl validate --config configs/ppo/cartpole.yaml --ckpt_path path/to.ckpt
+    lightning-rl play --config configs/ppo/cartpole.yaml --ckpt_path path/to.ckpt --video_folder videos
+    lightning-rl fit --config configs/ppo/cartpole.yaml --print_config
+"""
 
 from __future__ import annotations
 
 import sys
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import ProgressBar, RichProgressBar
+from pytorch_lightning.cli import LightningCLI
+
+from lightning_rl.algos.base import RLModule
 
 
-def main(argv: list[str] | None = None) -> int:
-    print("lightning-rl: no algorithm yet", file=sys.stderr)
-    return 1
+class RLTrainer(pl.Trainer):
+    """``pl.Trainer`` plus :meth:`play`, which the CLI exposes as a subcommand."""
+
+    def play(
+        self,
+        model: RLModule,
+        ckpt_path: str | None = None,
+        episodes: int = 3,
+        deterministic: bool = True,
+        video_folder: str | None = None,
+        seed: int = 0,
+        max_steps_per_episode: int = 100_000,
+    ) -> list[dict[str, float]]:
+        """Run the agent of a checkpoint for a few episodes, optionally recording videos.
+
+        Args:
+            model: The module from the config (its agent and the sampler's env id are used).
+            ckpt_path: Checkpoint to load; None plays the untrained agent.
+            episodes: Episodes to play.
+            deterministic: Act with the policy's mode instead of sampling.
+            video_folder: Write one ``.mp4`` per episode here (gymnasium's ``RecordVideo`` for
+                gymnasium envs, rendered emulator frames for Atari).
+            seed: Env seed.
+            max_steps_per_episode: Safety limit for envs without a time limit.
+
+        Returns:
+            One ``{"return": ..., "length": ...}`` per episode (also printed).
+        """
+        from lightning_rl.play import play_episodes
+
+        results = play_episodes(
+            model,
+            ckpt_path=ckpt_path,
+            episodes=episodes,
+            deterministic=deterministic,
+            video_folder=video_folder,
+            seed=seed,
+            max_steps_per_episode=max_steps_per_episode,
+        )
+        for i, r in enumerate(results):
+            print(f"episode {i}: return {r['return']:.2f} length {int(r['length'])}")
+        if results:
+            print(f"mean return {np.mean([r['return'] for r in results]):.2f} over {len(results)} episodes")
+        return results
+
+
+class RLCLI(LightningCLI):
+    """LightningCLI whose model is any :class:`RLModule` subclass (PPO, A2C, ...)."""
+
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        commands = dict(LightningCLI.subcommands())
+        commands["play"] = {"model"}
+        return commands
+
+    def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
+        """The Trainer, with a Rich progress bar unless the config has one or disables it."""
+        config = self._get(self.config_init, "trainer", default={}) or {}
+        callbacks = list(config.get("callbacks") or [])
+        if config.get("enable_progress_bar", True) is not False and not any(
+            isinstance(c, ProgressBar) for c in callbacks
+        ):
+            kwargs["callbacks"] = [*callbacks, RichProgressBar()]
+        return super().instantiate_trainer(**kwargs)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of ``lightning-rl`` (``args`` replaces ``sys.argv[1:]``, for tests)."""
+    # Import the algorithm packages so `--model PPO` and class_path names resolve.
+    import lightning_rl.algos  # noqa: F401
+    import lightning_rl.callbacks  # noqa: F401
+
+    torch.set_float32_matmul_precision("high")
+    RLCLI(
+        RLModule,
+        trainer_class=RLTrainer,
+        subclass_mode_model=True,
+        save_config_kwargs={"overwrite": True},
+        trainer_defaults={"max_epochs": -1},
+        args=args,
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ Life cycle:
 3. ``agent.to_device(device)``: the training copy goes to ``device``; the shared CPU copy stays.
 4. Every iteration: ``sample_mode(itr)`` then ``step(...)`` in the sampler,
    ``train_mode(itr)`` in the algorithm, ``sync_shared_memory()`` after the update.
+
+Optimizers take :meth:`BaseAgent.parameters_for` (named groups such as ``"model"`` or ``"q"``),
+never ``agent.parameters()``: target networks are registered submodules (so they move between
+devices and are checkpointed) but must not be trained. Schedules and recurrent state travel in
+the agent's ``state_dict`` through ``get_extra_state``/``set_extra_state``.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lightning_rl.data.buffers import buffer_to
+from lightning_rl.data.buffers import buffer_func, buffer_to
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 
 
@@ -49,7 +54,12 @@ class BaseAgent(nn.Module):
 
     The registered submodule ``model`` is the one the algorithm trains; ``shared_model`` is the
     CPU model sampler workers read (the same object unless the training copy lives on a GPU). It
-    is kept out of ``state_dict`` so checkpoints hold each weight once.
+    is kept out of ``state_dict`` so checkpoints hold each weight once. Any device or dtype move
+    of the agent (``agent.to("cuda")``, as Lightning does, or :meth:`to_device`) first gives the
+    training side its own copy, so the shared CPU model stays where forked workers read it.
+
+    Agents with more networks (targets, critics) list their trainable ones in
+    :meth:`trainable_modules`; :meth:`parameters_for` gives an optimizer their parameters.
     """
 
     def __init__(self) -> None:
@@ -59,7 +69,10 @@ class BaseAgent(nn.Module):
         self.share_memory_enabled = False
         self.global_B = 1
         self.env_ranks: list[int] | None = None
+        self.distribution: Any = None
         self._mode = "train"
+        # Act with the policy's mode instead of sampling while in eval mode (evaluation, play).
+        self.eval_deterministic = False
         object.__setattr__(self, "shared_model", None)
 
     # ----- construction -----
@@ -72,6 +85,10 @@ class BaseAgent(nn.Module):
         """Build the model for ``env_spaces``; subclasses combine their own arguments with
         :meth:`make_env_to_model_kwargs`."""
         raise NotImplementedError(f"{type(self).__name__} must implement make_model(env_spaces)")
+
+    def make_distribution(self, env_spaces: Any) -> Any:
+        """The action distribution built in :meth:`initialize` (``None`` for none)."""
+        return None
 
     def initialize(
         self,
@@ -94,10 +111,46 @@ class BaseAgent(nn.Module):
         self.env_ranks = env_ranks
         if self.model is None:
             self.model = self.make_model(env_spaces)
+        self.distribution = self.make_distribution(env_spaces)
         self.share_memory_enabled = share_memory
         if share_memory:
             self.model.share_memory()
             object.__setattr__(self, "shared_model", self.model)
+
+    def trainable_modules(self) -> dict[str, list[nn.Module]]:
+        """Trainable networks by group name (never target networks).
+
+        The base agent has one group, ``"model"``; agents with critics add groups such as
+        ``"q"``. Algorithms build one optimizer (or parameter group) per name.
+        """
+        return {"model": [self.model]}
+
+    def parameters_for(self, *groups: str) -> list[nn.Parameter]:
+        """Parameters of the named groups of :meth:`trainable_modules`, for an optimizer.
+
+        Args:
+            *groups: Group names, e.g. ``"model"`` or ``"q"``; none means every group.
+
+        Returns:
+            The parameters in group order, each once; target networks are never included.
+
+        Raises:
+            ValueError: If a group name is unknown.
+        """
+        modules = self.trainable_modules()
+        if not groups:
+            groups = tuple(modules)
+        params: list[nn.Parameter] = []
+        seen: set[int] = set()
+        for g in groups:
+            if g not in modules:
+                raise ValueError(f"parameters_for: unknown group {g!r}; {type(self).__name__} has {sorted(modules)}")
+            for m in modules[g]:
+                for p in m.parameters():
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        params.append(p)
+        return params
 
     @property
     def initialized(self) -> bool:
@@ -112,11 +165,17 @@ class BaseAgent(nn.Module):
 
     def to_device(self, device: torch.device | str | None) -> None:
         """Move the training model to ``device``; a shared CPU model stays where it is."""
-        device = torch.device(device or "cpu")
-        if self.share_memory_enabled and device.type != "cpu" and self.shared_model is self.model:
-            # Workers keep reading the shared CPU copy; training continues on a private copy.
-            self.model = copy.deepcopy(self.shared_model)
-        self.to(device)
+        self.to(torch.device(device or "cpu"))
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        # nn.Module.to/cuda/half all end here. If the move would change where or how the
+        # shared model's tensors live, training continues on a private copy and workers keep
+        # reading the shared CPU one (rlpyt's to_device, applied to Lightning's own moves too).
+        if self.share_memory_enabled and self.model is not None and self.shared_model is self.model:
+            probe = fn(torch.zeros((), dtype=torch.float32))
+            if isinstance(probe, torch.Tensor) and (probe.device.type != "cpu" or probe.dtype != torch.float32):
+                self.model = copy.deepcopy(self.shared_model)
+        return super()._apply(fn, recurse)
 
     def sync_shared_memory(self) -> None:
         """Copy trained weights into the shared CPU model (no-op when they are the same object)."""
@@ -139,8 +198,13 @@ class BaseAgent(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} must implement step()")
 
     def to_agent_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentInputs:
-        """Turn numpy or tensor inputs into tensors on the model's device (zero-copy on CPU)."""
-        return buffer_to(AgentInputs(observation, prev_action, prev_reward), self.device)
+        """Turn numpy or tensor inputs into tensors on the model's device (zero-copy on CPU).
+
+        float64 leaves (numpy's default) become float32, the models' dtype; integer leaves
+        (uint8 frames, long actions) keep their dtype.
+        """
+        inputs = buffer_to(AgentInputs(observation, prev_action, prev_reward), self.device)
+        return buffer_func(inputs, _float32)
 
     def reset(self) -> None:
         """Called before sampling starts and when all envs reset (recurrent state, noise)."""
@@ -169,6 +233,15 @@ class BaseAgent(nn.Module):
     def mode(self) -> str:
         return self._mode
 
+    # ----- checkpointed state beyond parameters -----
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """Schedules and sampler-side state kept in ``state_dict`` (mixins add their keys)."""
+        return {}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`get_extra_state` returned (mixins read their keys)."""
+
 
 def _strip_prefix(state_dict: dict[str, Any]) -> dict[str, Any]:
     """Drop DDP's ``module.`` and torch.compile's ``_orig_mod.`` prefixes from parameter names."""
@@ -178,6 +251,70 @@ def _strip_prefix(state_dict: dict[str, Any]) -> dict[str, Any]:
             k = k.split(".", 1)[1]
         out[k] = v
     return out
+
+
+def make_target_model(model: nn.Module) -> nn.Module:
+    """A frozen copy of ``model`` (``requires_grad=False``) to serve as its target network.
+
+    Registered as a submodule of the agent it moves between devices and is checkpointed with
+    it; frozen, it gets no gradients and DDP leaves it alone.
+    """
+    target = copy.deepcopy(model)
+    target.requires_grad_(False)
+    return target
+
+
+def is_image_space(space: Any) -> bool:
+    """True for uint8 frame stacks ``[C, H, W]`` (Atari observations), which get conv models."""
+    shape = getattr(space, "shape", None)
+    return isinstance(shape, tuple) and len(shape) == 3 and np.dtype(getattr(space, "dtype", None)) == np.uint8
+
+
+def check_observation_space(space: Any, owner: str) -> tuple[int, ...]:
+    """The observation shape of a box space.
+
+    Raises:
+        ValueError: For spaces other than ``IntBox``/``FloatBox`` (e.g. ``Composite``).
+    """
+    from lightning_rl.spaces import FloatBox, IntBox
+
+    if not isinstance(space, (IntBox, FloatBox)):
+        raise ValueError(f"{owner}: observation space must be an IntBox or FloatBox, got {space!r}")
+    return tuple(int(s) for s in space.shape)
+
+
+def check_discrete_action_space(space: Any, owner: str) -> int:
+    """Number of actions of a scalar ``IntBox`` starting at 0.
+
+    Raises:
+        ValueError: Naming the space if it is not such an ``IntBox``.
+    """
+    from lightning_rl.spaces import IntBox
+
+    if not isinstance(space, IntBox) or space.shape != () or int(space.low) != 0:
+        raise ValueError(
+            f"{owner} needs a discrete action space (a scalar IntBox with low=0), got action space {space!r}"
+        )
+    return int(space.n)
+
+
+def check_continuous_action_space(space: Any, owner: str, bounded: bool = False) -> int:
+    """Size of a 1-D ``FloatBox`` action space (with finite bounds if ``bounded``).
+
+    Raises:
+        ValueError: Naming the space if it is not such a ``FloatBox``.
+    """
+    from lightning_rl.spaces import FloatBox
+
+    if not isinstance(space, FloatBox) or len(space.shape) != 1:
+        raise ValueError(f"{owner} needs a continuous action space (a 1-D FloatBox), got action space {space!r}")
+    if bounded and not space.bounded:
+        raise ValueError(f"{owner} needs finite action bounds to scale its actions, got action space {space!r}")
+    return int(space.shape[0])
+
+
+def _float32(t: torch.Tensor) -> torch.Tensor:
+    return t.float() if t.dtype == torch.float64 else t
 
 
 def as_numpy_action(action: Any) -> np.ndarray:

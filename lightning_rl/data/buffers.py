@@ -1,6 +1,6 @@
 """Preallocated (nested) sample buffers, in ordinary or OS shared memory (rlpyt section 15.5).
 
-A buffer is any structure of tuples, namedtuples, namedarraytuples (both forms) and arrays. The
+A buffer is any structure of tuples, namedtuples, namedarraytuples (both forms), dicts and arrays. The
 helpers here walk that structure, leave ``None`` leaves alone and return a matching structure.
 """
 
@@ -50,6 +50,8 @@ def buffer_func(buffer_: Any, func: Callable[..., Any], *args: Any, **kwargs: An
     """Apply ``func(leaf, *args, **kwargs)`` to every non-None leaf; return the same structure."""
     if buffer_ is None:
         return None
+    if isinstance(buffer_, dict):
+        return type(buffer_)((k, buffer_func(v, func, *args, **kwargs)) for k, v in buffer_.items())
     if _is_struct(buffer_):
         return _rebuild(buffer_, [buffer_func(b, func, *args, **kwargs) for b in buffer_])
     return func(buffer_, *args, **kwargs)

@@ -1,0 +1,191 @@
+"""Env steps per second of every sampler, next to gymnasium's AsyncVectorEnv and raw stepping.
+
+For each env (CartPole-v1, HalfCheetah-v5, Atari Pong with lightning_rl's AtariEnv
+preprocessing) and each batch size ``B``, one table row gives:
+
+* ``raw``: one env stepped with random actions in this process, no agent: the per-core ceiling
+  (the ``x cores`` column multiplies it by the CPUs available);
+* ``AsyncVec``: ``gymnasium.vector.AsyncVectorEnv`` over ``B`` copies of the same env, with the
+  same agent forward pass for all ``B`` envs at every step;
+* one column per sampler (``T x B`` batches, agent acting as in training).
+
+Run ``python benchmarks/sampler_throughput.py --quick`` for a short run (B = 2, 8). Numbers on
+a shared or busy machine are noisy; compare columns of one run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any, Callable
+
+import gymnasium
+import numpy as np
+import torch
+
+from lightning_rl.agents import CategoricalPgAgent, GaussianPgAgent
+from lightning_rl.envs import AtariEnv, make_env
+from lightning_rl.envs.make import atari_game_from_id, is_atari_id
+from lightning_rl.samplers import (
+    AlternatingSampler,
+    CpuSampler,
+    GpuSampler,
+    NoOverlapAlternatingSampler,
+    SerialSampler,
+)
+
+SAMPLERS = {
+    "Serial": SerialSampler,
+    "Cpu": CpuSampler,
+    "Gpu": GpuSampler,
+    "Alternating": AlternatingSampler,
+    "NoOverlapAlt": NoOverlapAlternatingSampler,
+}
+ENVS = {"cartpole": "CartPole-v1", "halfcheetah": "HalfCheetah-v5", "pong": "ALE/Pong-v5"}
+
+
+def make_agent(env_id: str) -> Any:
+    """The agent benchmarked with ``env_id``: categorical PG (MLP or Atari conv) or Gaussian PG."""
+    if env_id.startswith("HalfCheetah"):
+        return GaussianPgAgent(hidden_sizes=(64, 64))
+    return CategoricalPgAgent(hidden_sizes=(64, 64))
+
+
+class AtariGymnasiumEnv(gymnasium.Env):
+    """lightning_rl's :class:`AtariEnv` behind the gymnasium API, for ``AsyncVectorEnv``."""
+
+    def __init__(self, game: str) -> None:
+        self.env = AtariEnv(game=game)
+        self.observation_space = gymnasium.spaces.Box(0, 255, self.env.observation_space.shape, np.uint8)
+        self.action_space = gymnasium.spaces.Discrete(int(self.env.action_space.n))
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.env.seed(seed)
+        return self.env.reset(), {}
+
+    def step(self, action: Any):
+        o, r, d, info = self.env.step(action)
+        return o, r, d and not info.timeout, bool(info.timeout), {}
+
+
+def gymnasium_factory(env_id: str) -> Callable[[], gymnasium.Env]:
+    if is_atari_id(env_id):
+        game = atari_game_from_id(env_id)
+        return lambda: AtariGymnasiumEnv(game)
+    return lambda: gymnasium.make(env_id)
+
+
+def timed(step: Callable[[], int], seconds: float) -> float:
+    """Call ``step`` (returns env steps done) after one warm-up call until ``seconds`` pass; steps/s."""
+    step()
+    n, start = 0, time.perf_counter()
+    while True:
+        n += step()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return n / elapsed
+
+
+def bench_raw(env_id: str, seconds: float) -> float:
+    env = make_env(env_id, seed=0)
+    env.reset()
+    space = env.action_space
+
+    def run() -> int:
+        for _ in range(200):
+            if env.step(space.sample()).done:
+                env.reset()
+        return 200
+
+    rate = timed(run, seconds)
+    env.close()
+    return rate
+
+
+def bench_sampler(cls: type, env_id: str, B: int, T: int, seconds: float) -> float:
+    sampler = cls(env_id, batch_T=T, batch_B=B)
+    try:
+        sampler.initialize(make_agent(env_id), seed=0)
+        itrs = iter(range(10**9))
+
+        def run() -> int:
+            sampler.obtain_samples(next(itrs))
+            return T * B
+
+        return timed(run, seconds)
+    finally:
+        sampler.shutdown()
+
+
+def bench_async_vector(env_id: str, B: int, T: int, seconds: float) -> float:
+    spaces = make_env(env_id).spaces
+    agent = make_agent(env_id)
+    agent.initialize(spaces)
+    agent.sample_mode(0)
+    envs = gymnasium.vector.AsyncVectorEnv([gymnasium_factory(env_id)] * B)
+    try:
+        obs, _ = envs.reset(seed=0)
+        prev_action = np.zeros((B,) + tuple(spaces.action.shape), dtype=spaces.action.dtype)
+        prev_reward = np.zeros(B, dtype=np.float32)
+
+        def run() -> int:
+            nonlocal obs, prev_action, prev_reward
+            for _ in range(T):
+                action = agent.step(obs, prev_action, prev_reward).action.numpy()
+                obs, reward, terminated, truncated, _ = envs.step(action)
+                done = terminated | truncated
+                prev_action = np.where(done.reshape((B,) + (1,) * (action.ndim - 1)), 0, action)
+                prev_reward = np.where(done, 0.0, reward).astype(np.float32)
+            return T * B
+
+        return timed(run, seconds)
+    finally:
+        envs.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS))
+    parser.add_argument("--batch-B", nargs="+", type=int, default=[2, 8, 16])
+    parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=list(SAMPLERS))
+    parser.add_argument("--batch-T", type=int, default=64, help="time steps per batch (Atari: half)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per cell")
+    parser.add_argument("--no-async", action="store_true", help="skip the AsyncVectorEnv column")
+    parser.add_argument("--quick", action="store_true", help="B = 2, 8 and 1.5 s per cell")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.batch_B = [b for b in args.batch_B if b <= 8]
+        args.seconds = min(args.seconds, 1.5)
+    torch.set_num_threads(1)
+    n_cpus = len(os.sched_getaffinity(0))
+    columns = ["env", "B", "raw", f"raw x{n_cpus}"] + ([] if args.no_async else ["AsyncVec"]) + args.samplers
+    rows = []
+    print(f"env steps/s; {n_cpus} CPUs, torch threads 1 in the main process, {args.seconds:.1f} s per cell")
+    for name in args.envs:
+        env_id = ENVS[name]
+        T = max(1, args.batch_T // 2) if is_atari_id(env_id) else args.batch_T
+        raw = bench_raw(env_id, args.seconds)
+        for B in args.batch_B:
+            row = [name, str(B), f"{raw:,.0f}", f"{raw * n_cpus:,.0f}"]
+            if not args.no_async:
+                row.append(f"{bench_async_vector(env_id, B, T, args.seconds):,.0f}")
+            for s in args.samplers:
+                cls = SAMPLERS[s]
+                if issubclass(cls, AlternatingSampler) and B % 2:
+                    row.append("-")
+                    continue
+                row.append(f"{bench_sampler(cls, env_id, B, T, args.seconds):,.0f}")
+            rows.append(row)
+            print("  " + " | ".join(row), flush=True)
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    print()
+    print("| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print("| " + " | ".join(v.rjust(w) for v, w in zip(r, widths)) + " |")
+
+
+if __name__ == "__main__":
+    main()

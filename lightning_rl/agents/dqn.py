@@ -1,0 +1,325 @@
+"""Value-based agents with epsilon-greedy exploration: DQN, categorical DQN and R2D1 (rlpyt 3).
+
+Each agent holds the online network ``model`` and a frozen copy ``target_model`` (built in
+:meth:`DqnAgent.initialize`, moved to the online network by :meth:`DqnAgent.update_target`).
+Only ``model`` is trainable: ``agent.parameters_for("model")`` is what an optimizer takes.
+Vector observations get MLP models, uint8 frames ``[C, H, W]`` the Atari conv models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from lightning_rl.agents.base import (
+    AgentStep,
+    BaseAgent,
+    check_discrete_action_space,
+    check_observation_space,
+    is_image_space,
+    make_target_model,
+)
+from lightning_rl.agents.epsilon import EpsilonGreedyAgentMixin
+from lightning_rl.agents.recurrent import RecurrentAgentMixin, rnn_state_to_samples
+from lightning_rl.data.buffers import buffer_func, buffer_to
+from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.distributions import CategoricalEpsilonGreedy, EpsilonGreedy
+from lightning_rl.models import (
+    AtariCatDqnModel,
+    AtariDqnModel,
+    AtariR2d1Model,
+    CatDqnMlpModel,
+    DqnMlpModel,
+    R2d1MlpModel,
+    update_state_dict,
+)
+
+__all__ = [
+    "CatDqnAgent",
+    "CatDqnAgentInfo",
+    "DqnAgent",
+    "DqnAgentInfo",
+    "R2d1Agent",
+    "R2d1AgentInfo",
+]
+
+
+class DqnAgentInfo(NamedArrayTupleBase):
+    """Q-values ``[B, A]`` of the step."""
+
+    q: Any
+
+
+class CatDqnAgentInfo(NamedArrayTupleBase):
+    """Return-distribution probabilities ``[B, A, n_atoms]`` of the step."""
+
+    p: Any
+
+
+class R2d1AgentInfo(NamedArrayTupleBase):
+    """Q-values ``[B, A]`` and the RNN state the step started from, ``RnnState`` of ``[B, N, H]``."""
+
+    q: Any
+    prev_rnn_state: Any
+
+
+class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
+    """DQN agent (Mnih et al. 2015): Q-network, target network, epsilon-greedy actions.
+
+    Args:
+        hidden_sizes: MLP hidden sizes for vector observations (of each stream if dueling);
+            frames use :class:`~lightning_rl.models.AtariDqnModel` and ignore it.
+        dueling: Dueling value/advantage head (Wang et al. 2016).
+        eps_init: See :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
+        eps_final: See the mixin.
+        eps_final_min: See the mixin (per-env log-spaced epsilon when set).
+        eps_itr_min: See the mixin.
+        eps_itr_max: See the mixin.
+        eps_eval: See the mixin.
+
+    Raises:
+        ValueError: At ``initialize`` if the action space is not a scalar ``IntBox``.
+    """
+
+    def __init__(
+        self,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        dueling: bool = False,
+        eps_init: float = 1.0,
+        eps_final: float = 0.01,
+        eps_final_min: float | None = None,
+        eps_itr_min: int = 50,
+        eps_itr_max: int = 1000,
+        eps_eval: float = 0.001,
+    ) -> None:
+        super().__init__(
+            eps_init=eps_init,
+            eps_final=eps_final,
+            eps_final_min=eps_final_min,
+            eps_itr_min=eps_itr_min,
+            eps_itr_max=eps_itr_max,
+            eps_eval=eps_eval,
+        )
+        self.hidden_sizes = tuple(hidden_sizes)
+        self.dueling = dueling
+        self.target_model: nn.Module | None = None
+
+    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+        name = type(self).__name__
+        action_size = check_discrete_action_space(env_spaces.action, name)
+        obs_shape = check_observation_space(env_spaces.observation, name)
+        if is_image_space(env_spaces.observation):
+            return {"image_shape": obs_shape, "output_size": action_size}
+        return {"observation_shape": obs_shape, "action_size": action_size}
+
+    def make_model(self, env_spaces: Any) -> nn.Module:
+        kwargs = self.make_env_to_model_kwargs(env_spaces)
+        if "image_shape" in kwargs:
+            return AtariDqnModel(**kwargs, dueling=self.dueling)
+        return DqnMlpModel(**kwargs, hidden_sizes=self.hidden_sizes, dueling=self.dueling)
+
+    def make_distribution(self, env_spaces: Any) -> EpsilonGreedy:
+        return EpsilonGreedy(dim=int(env_spaces.action.n))
+
+    def initialize(
+        self,
+        env_spaces: Any,
+        share_memory: bool = False,
+        global_B: int = 1,
+        env_ranks: list[int] | None = None,
+    ) -> None:
+        """Build ``model``, the frozen ``target_model`` copy and this rank's epsilons."""
+        super().initialize(env_spaces, share_memory=share_memory, global_B=global_B, env_ranks=env_ranks)
+        if self.target_model is None:
+            self.target_model = make_target_model(self.model)
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        """Epsilon-greedy actions ``[B]`` (long, CPU) and ``DqnAgentInfo(q [B, A])``."""
+        q = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
+        action = self.distribution.sample(q)
+        return buffer_to(AgentStep(action, DqnAgentInfo(q=q)), "cpu")
+
+    @torch.no_grad()
+    def target(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """Target-network Q-values ``[..., A]`` (no grad), on the agent's device."""
+        return self.target_model(*self.to_agent_inputs(observation, prev_action, prev_reward))
+
+    def update_target(self, tau: float = 1.0) -> None:
+        """``target <- tau * model + (1 - tau) * target`` (``tau=1``: hard copy).
+
+        Raises:
+            ValueError: If ``tau`` is outside ``[0, 1]``.
+        """
+        update_state_dict(self.target_model, self.model.state_dict(), tau)
+
+
+class CatDqnAgent(DqnAgent):
+    """Categorical DQN agent (C51, Bellemare et al. 2017): return distributions over fixed atoms.
+
+    The atoms are ``z = linspace(V_min, V_max, n_atoms)`` (buffer ``agent.z``, on the agent's
+    device); ``model`` outputs probabilities ``p [..., A, n_atoms]`` and actions are
+    epsilon-greedy in ``Q(a) = sum_i p[a, i] z[i]``.
+
+    Args:
+        hidden_sizes: MLP hidden sizes for vector observations.
+        dueling: Distributional dueling head.
+        n_atoms: Number of atoms.
+        V_min: Smallest atom value.
+        V_max: Largest atom value.
+        eps_init: See :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
+        eps_final: See the mixin.
+        eps_final_min: See the mixin.
+        eps_itr_min: See the mixin.
+        eps_itr_max: See the mixin.
+        eps_eval: See the mixin.
+
+    Raises:
+        ValueError: If ``n_atoms < 2`` or ``V_max <= V_min``.
+    """
+
+    z: torch.Tensor
+
+    def __init__(
+        self,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        dueling: bool = False,
+        n_atoms: int = 51,
+        V_min: float = -10.0,
+        V_max: float = 10.0,
+        eps_init: float = 1.0,
+        eps_final: float = 0.01,
+        eps_final_min: float | None = None,
+        eps_itr_min: int = 50,
+        eps_itr_max: int = 1000,
+        eps_eval: float = 0.001,
+    ) -> None:
+        super().__init__(
+            hidden_sizes=hidden_sizes,
+            dueling=dueling,
+            eps_init=eps_init,
+            eps_final=eps_final,
+            eps_final_min=eps_final_min,
+            eps_itr_min=eps_itr_min,
+            eps_itr_max=eps_itr_max,
+            eps_eval=eps_eval,
+        )
+        if n_atoms < 2:
+            raise ValueError(f"n_atoms={n_atoms} must be at least 2")
+        if not V_max > V_min:
+            raise ValueError(f"V_max={V_max} must exceed V_min={V_min}")
+        self.n_atoms = int(n_atoms)
+        self.V_min = float(V_min)
+        self.V_max = float(V_max)
+        # Derived from the arguments, so not saved; registered so it follows the agent's device.
+        self.register_buffer("z", torch.linspace(V_min, V_max, n_atoms), persistent=False)
+
+    def make_model(self, env_spaces: Any) -> nn.Module:
+        kwargs = self.make_env_to_model_kwargs(env_spaces)
+        if "image_shape" in kwargs:
+            return AtariCatDqnModel(**kwargs, n_atoms=self.n_atoms, dueling=self.dueling)
+        return CatDqnMlpModel(**kwargs, hidden_sizes=self.hidden_sizes, n_atoms=self.n_atoms, dueling=self.dueling)
+
+    def make_distribution(self, env_spaces: Any) -> CategoricalEpsilonGreedy:
+        return CategoricalEpsilonGreedy(dim=int(env_spaces.action.n), z=self.z.cpu())
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        """Epsilon-greedy actions ``[B]`` (long, CPU) and ``CatDqnAgentInfo(p [B, A, n_atoms])``."""
+        p = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
+        action = self.distribution.sample(p)
+        return buffer_to(AgentStep(action, CatDqnAgentInfo(p=p)), "cpu")
+
+
+class R2d1Agent(RecurrentAgentMixin, DqnAgent):
+    """Recurrent DQN agent (R2D1, Kapturowski et al. 2019): LSTM Q-network, per-env RNN state.
+
+    ``step`` returns ``R2d1AgentInfo(q, prev_rnn_state)``; the training passes
+    (``agent(...)`` and :meth:`target`) take the state at the start of each sequence.
+
+    Args:
+        hidden_sizes: MLP hidden sizes before the LSTM for vector observations (frames use
+            :class:`~lightning_rl.models.AtariR2d1Model`).
+        lstm_size: LSTM hidden size.
+        head_size: Hidden size of the Q head (of each stream if dueling).
+        dueling: Dueling head.
+        eps_init: See :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
+        eps_final: See the mixin.
+        eps_final_min: See the mixin.
+        eps_itr_min: See the mixin.
+        eps_itr_max: See the mixin.
+        eps_eval: See the mixin.
+    """
+
+    def __init__(
+        self,
+        hidden_sizes: tuple[int, ...] = (128,),
+        lstm_size: int = 128,
+        head_size: int = 128,
+        dueling: bool = False,
+        eps_init: float = 1.0,
+        eps_final: float = 0.01,
+        eps_final_min: float | None = None,
+        eps_itr_min: int = 50,
+        eps_itr_max: int = 1000,
+        eps_eval: float = 0.001,
+    ) -> None:
+        super().__init__(
+            hidden_sizes=hidden_sizes,
+            dueling=dueling,
+            eps_init=eps_init,
+            eps_final=eps_final,
+            eps_final_min=eps_final_min,
+            eps_itr_min=eps_itr_min,
+            eps_itr_max=eps_itr_max,
+            eps_eval=eps_eval,
+        )
+        self.lstm_size = int(lstm_size)
+        self.head_size = int(head_size)
+
+    def make_model(self, env_spaces: Any) -> nn.Module:
+        kwargs = self.make_env_to_model_kwargs(env_spaces)
+        sizes = dict(lstm_size=self.lstm_size, head_size=self.head_size, dueling=self.dueling)
+        if "image_shape" in kwargs:
+            return AtariR2d1Model(**kwargs, **sizes)
+        return R2d1MlpModel(**kwargs, hidden_sizes=self.hidden_sizes, **sizes)
+
+    def forward(
+        self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any = None
+    ) -> tuple[torch.Tensor, Any]:
+        """Q-values over a sequence (with grad).
+
+        Args:
+            observation: ``[T, B, *obs_shape]``.
+            prev_action: ``[T, B]`` long.
+            prev_reward: ``[T, B]``.
+            init_rnn_state: ``RnnState`` of ``[N, B, H]`` at the first step (see
+                :func:`~lightning_rl.agents.recurrent.rnn_state_from_samples`); None for zeros.
+
+        Returns:
+            ``(q [T, B, A], next_rnn_state)``.
+        """
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        return self.model(*inputs, buffer_to(init_rnn_state, self.device))
+
+    @torch.no_grad()
+    def target(
+        self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any = None
+    ) -> tuple[torch.Tensor, Any]:
+        """Target-network ``(q [T, B, A], next_rnn_state)`` (no grad); arguments as :meth:`forward`."""
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        return self.target_model(*inputs, buffer_to(init_rnn_state, self.device))
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        """Epsilon-greedy actions ``[B]`` and ``R2d1AgentInfo``; advances the RNN state."""
+        prev_rnn_state = self.device_rnn_state()
+        q, rnn_state = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward), prev_rnn_state)
+        action = self.distribution.sample(q)
+        if prev_rnn_state is None:
+            prev_rnn_state = buffer_func(rnn_state, torch.zeros_like)
+        agent_info = R2d1AgentInfo(q=q, prev_rnn_state=rnn_state_to_samples(prev_rnn_state))
+        self.advance_rnn_state(rnn_state)
+        return buffer_to(AgentStep(action, agent_info), "cpu")

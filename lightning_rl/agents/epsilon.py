@@ -1,0 +1,176 @@
+"""Epsilon-greedy exploration schedules for value-based agents (rlpyt section 3.1).
+
+Sampling epsilon anneals linearly with the sampler iteration ``itr``:
+
+    prog = clip((itr - eps_itr_min) / (eps_itr_max - eps_itr_min), 0, 1)
+    eps  = (1 - prog) * eps_init + prog * eps_final
+
+With ``eps_final_min`` set, each env gets its own final epsilon (Ape-X, Horgan et al. 2018):
+the ``global_B`` envs over all ranks are given values log-spaced from ``eps_final_min`` (global
+env 0) to ``eps_final`` (global env ``global_B - 1``), and this agent keeps the ones of its
+``env_ranks``. Evaluation always uses ``eps_eval``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["EpsilonGreedyAgentMixin", "log_spaced_epsilons"]
+
+
+def log_spaced_epsilons(eps_final_min: float, eps_final: float, global_B: int) -> np.ndarray:
+    """``global_B`` epsilons log-spaced from ``eps_final_min`` to ``eps_final`` (float64 ``[global_B]``)."""
+    return np.logspace(math.log10(eps_final_min), math.log10(eps_final), global_B)
+
+
+class EpsilonGreedyAgentMixin:
+    """Epsilon annealing, evaluation epsilon and per-env vector epsilon for epsilon-greedy agents.
+
+    Use as ``class MyAgent(EpsilonGreedyAgentMixin, BaseAgent)``, with a distribution that has
+    ``set_epsilon`` (``EpsilonGreedy``, ``CategoricalEpsilonGreedy``) returned by
+    ``make_distribution``. The schedule values live in the agent's ``state_dict``.
+
+    Args:
+        eps_init: Sampling epsilon up to iteration ``eps_itr_min``.
+        eps_final: Sampling epsilon from iteration ``eps_itr_max`` on (the largest of the
+            per-env values when ``eps_final_min`` is set).
+        eps_final_min: Smallest per-env final epsilon; ``None`` gives every env ``eps_final``.
+        eps_itr_min: Iteration at which annealing starts.
+        eps_itr_max: Iteration at which annealing ends.
+        eps_eval: Epsilon in :meth:`eval_mode`.
+
+    Raises:
+        ValueError: If an epsilon is outside ``[0, 1]``, ``eps_final_min`` is not in
+            ``(0, eps_final]``, or ``eps_itr_max < eps_itr_min``.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        eps_init: float = 1.0,
+        eps_final: float = 0.01,
+        eps_final_min: float | None = None,
+        eps_itr_min: int = 50,
+        eps_itr_max: int = 1000,
+        eps_eval: float = 0.001,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        for name, value in (("eps_init", eps_init), ("eps_final", eps_final), ("eps_eval", eps_eval)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name}={value} must be in [0, 1]")
+        if eps_final_min is not None and not 0.0 < eps_final_min <= eps_final:
+            raise ValueError(f"eps_final_min={eps_final_min} must be in (0, eps_final={eps_final}]")
+        if eps_itr_min < 0 or eps_itr_max < eps_itr_min:
+            raise ValueError(
+                f"eps_itr_min={eps_itr_min} and eps_itr_max={eps_itr_max} must satisfy 0 <= eps_itr_min <= eps_itr_max"
+            )
+        self._eps_init_scalar = float(eps_init)
+        self._eps_final_scalar = float(eps_final)
+        self.eps_final_min = eps_final_min
+        self.eps_itr_min = int(eps_itr_min)
+        self.eps_itr_max = int(eps_itr_max)
+        self.eps_eval = float(eps_eval)
+        # Scalars, or [B] tensors (one per local env) once make_vec_eps runs with eps_final_min.
+        self.eps_init: float | torch.Tensor = self._eps_init_scalar
+        self.eps_final: float | torch.Tensor = self._eps_final_scalar
+        self.eps_sample: float | torch.Tensor = self._eps_init_scalar
+        self._eps_itr = 0
+        self._epsilon: float | torch.Tensor = self._eps_init_scalar
+
+    @property
+    def epsilon(self) -> float | torch.Tensor:
+        """The epsilon the distribution acts with now (scalar or ``[B]``)."""
+        return self._epsilon
+
+    def initialize(
+        self,
+        env_spaces: Any,
+        share_memory: bool = False,
+        global_B: int = 1,
+        env_ranks: list[int] | None = None,
+    ) -> None:
+        """Build the agent, then this rank's epsilons (see :meth:`make_vec_eps`)."""
+        super().initialize(env_spaces, share_memory=share_memory, global_B=global_B, env_ranks=env_ranks)
+        self.make_vec_eps(global_B, env_ranks)
+        self._set_epsilon(self.eps_sample)
+
+    def collector_initialize(self, global_B: int = 1, env_ranks: list[int] | None = None) -> None:
+        """Give an agent copy in a sampler worker the epsilons of that worker's envs."""
+        self.make_vec_eps(global_B, env_ranks)
+        self.sample_mode(self._eps_itr)
+
+    def make_vec_eps(self, global_B: int, env_ranks: list[int] | None) -> None:
+        """Set per-env ``eps_init``/``eps_final`` tensors ``[len(env_ranks)]`` when ``eps_final_min``
+        is set; keep scalars otherwise.
+
+        Args:
+            global_B: Number of envs over all ranks and workers.
+            env_ranks: Global indexes of this agent's envs (default ``range(global_B)``).
+
+        Raises:
+            ValueError: If an env rank is outside ``[0, global_B)``.
+        """
+        if self.eps_final_min is None:
+            self.eps_init, self.eps_final = self._eps_init_scalar, self._eps_final_scalar
+        else:
+            ranks = list(range(global_B)) if env_ranks is None else [int(r) for r in env_ranks]
+            if any(not 0 <= r < global_B for r in ranks):
+                raise ValueError(f"env_ranks={ranks} must lie in [0, global_B={global_B})")
+            finals = log_spaced_epsilons(self.eps_final_min, self._eps_final_scalar, global_B)[ranks]
+            self.eps_final = torch.as_tensor(finals, dtype=torch.float32)
+            self.eps_init = torch.full((len(ranks),), self._eps_init_scalar)
+        self.eps_sample = self.epsilon_at(self._eps_itr)
+
+    def epsilon_at(self, itr: int) -> float | torch.Tensor:
+        """The sampling epsilon of iteration ``itr`` (scalar or ``[B]``)."""
+        span = self.eps_itr_max - self.eps_itr_min
+        if span == 0:
+            prog = 1.0 if itr >= self.eps_itr_max else 0.0
+        else:
+            prog = min(1.0, max(0.0, (itr - self.eps_itr_min) / span))
+        return (1.0 - prog) * self.eps_init + prog * self.eps_final
+
+    def sample_mode(self, itr: int) -> None:
+        """Act with the annealed epsilon of iteration ``itr``."""
+        super().sample_mode(itr)
+        self._eps_itr = int(itr)
+        self.eps_sample = self.epsilon_at(itr)
+        self._set_epsilon(self.eps_sample)
+
+    def eval_mode(self, itr: int) -> None:
+        """Act with ``eps_eval``."""
+        super().eval_mode(itr)
+        self._set_epsilon(self.eps_eval)
+
+    def _set_epsilon(self, epsilon: float | torch.Tensor) -> None:
+        self._epsilon = epsilon
+        if self.distribution is not None:
+            self.distribution.set_epsilon(epsilon)
+
+    def get_extra_state(self) -> dict[str, Any]:
+        state = super().get_extra_state()
+        state["epsilon"] = {
+            "itr": self._eps_itr,
+            "eps_init": _clone(self.eps_init),
+            "eps_final": _clone(self.eps_final),
+            "eps_sample": _clone(self.eps_sample),
+        }
+        return state
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        super().set_extra_state(state)
+        if "epsilon" not in state:
+            return
+        eps = state["epsilon"]
+        self._eps_itr = int(eps["itr"])
+        self.eps_init, self.eps_final, self.eps_sample = eps["eps_init"], eps["eps_final"], eps["eps_sample"]
+        self._set_epsilon(self.eps_eval if self._mode == "eval" else self.eps_sample)
+
+
+def _clone(x: float | torch.Tensor) -> float | torch.Tensor:
+    return x.clone() if isinstance(x, torch.Tensor) else x

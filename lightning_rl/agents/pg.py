@@ -1,0 +1,308 @@
+"""Policy-gradient agents (A2C, PPO): categorical and Gaussian, feed-forward or LSTM (rlpyt 2.2).
+
+One class per action distribution covers every case; the model follows from the arguments and
+the env's spaces:
+
+============================  ==========================  ==========================
+observation space             ``lstm_size=None``          ``lstm_size=H``
+============================  ==========================  ==========================
+vector (``FloatBox``, ...)    ``*PgMlpModel``             ``*PgLstmModel``
+uint8 frames ``[C, H, W]``    ``AtariFfModel``            ``AtariLstmModel``
+============================  ==========================  ==========================
+
+(frames only with the categorical agent). Feed-forward agents return ``AgentInfo(dist_info,
+value)`` from :meth:`~PgAgentBase.step`; LSTM agents return ``AgentInfoRnn(dist_info, value,
+prev_rnn_state)``, where ``prev_rnn_state`` is the state the step started from, ``[B, N, H]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from lightning_rl.agents.base import (
+    AgentStep,
+    BaseAgent,
+    check_continuous_action_space,
+    check_discrete_action_space,
+    check_observation_space,
+    is_image_space,
+)
+from lightning_rl.agents.recurrent import AlternatingRecurrentAgentMixin, RecurrentAgentMixin, rnn_state_to_samples
+from lightning_rl.data.buffers import buffer_func, buffer_to
+from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.distributions import Categorical, DistInfo, DistInfoStd, Gaussian
+from lightning_rl.models import (
+    AtariFfModel,
+    AtariLstmModel,
+    CategoricalPgLstmModel,
+    CategoricalPgMlpModel,
+    GaussianPgLstmModel,
+    GaussianPgMlpModel,
+)
+
+__all__ = [
+    "AgentInfo",
+    "AgentInfoRnn",
+    "AlternatingCategoricalPgAgent",
+    "AlternatingGaussianPgAgent",
+    "CategoricalPgAgent",
+    "GaussianPgAgent",
+    "PgAgentBase",
+]
+
+
+class AgentInfo(NamedArrayTupleBase):
+    """What a feed-forward PG agent records per step: ``dist_info`` and ``value`` ``[B]``."""
+
+    dist_info: Any
+    value: Any
+
+
+class AgentInfoRnn(NamedArrayTupleBase):
+    """:class:`AgentInfo` plus the RNN state the step started from, ``RnnState`` of ``[B, N, H]``."""
+
+    dist_info: Any
+    value: Any
+    prev_rnn_state: Any
+
+
+class PgAgentBase(RecurrentAgentMixin, BaseAgent):
+    """Shared acting logic of the PG agents; the model returns ``(*dist_params, value[, rnn_state])``.
+
+    The recurrent-state handling of :class:`RecurrentAgentMixin` is inert while ``lstm_size`` is
+    None (the state stays ``None``).
+    """
+
+    def __init__(self, lstm_size: int | None = None) -> None:
+        super().__init__()
+        if lstm_size is not None and lstm_size < 1:
+            raise ValueError(f"lstm_size={lstm_size} must be a positive int or None")
+        self.lstm_size = lstm_size
+
+    @property
+    def recurrent(self) -> bool:
+        """True for LSTM agents."""
+        return self.lstm_size is not None
+
+    def make_dist_info(self, *dist_params: torch.Tensor) -> Any:
+        """Wrap the model's distribution outputs in a ``dist_info`` namedarraytuple."""
+        raise NotImplementedError(f"{type(self).__name__} must implement make_dist_info")
+
+    def mode_action(self, dist_info: Any) -> torch.Tensor:
+        """The most likely action (used in eval mode when ``eval_deterministic`` is set)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement mode_action")
+
+    def forward(
+        self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any = None
+    ) -> tuple[Any, ...]:
+        """Training forward pass (with grad) over ``[T, B]`` or ``[B]`` inputs.
+
+        Args:
+            observation: ``[T, B, *obs_shape]``.
+            prev_action: ``[T, B]`` (discrete) or ``[T, B, A]``.
+            prev_reward: ``[T, B]``.
+            init_rnn_state: LSTM agents: ``RnnState`` of ``[N, B, H]`` at the first step (see
+                :func:`~lightning_rl.agents.recurrent.rnn_state_from_samples`); None for zeros.
+
+        Returns:
+            ``(dist_info, value)`` for feed-forward agents; ``(dist_info, value,
+            next_rnn_state)`` for LSTM agents.
+
+        Raises:
+            ValueError: If a feed-forward agent gets an ``init_rnn_state``.
+        """
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        if not self.recurrent:
+            if init_rnn_state is not None:
+                raise ValueError(
+                    f"{type(self).__name__}: init_rnn_state given to a feed-forward agent (lstm_size=None)"
+                )
+            *dist_params, value = self.model(*inputs)
+            return self.make_dist_info(*dist_params), value
+        *dist_params, value, next_rnn_state = self.model(*inputs, buffer_to(init_rnn_state, self.device))
+        return self.make_dist_info(*dist_params), value, next_rnn_state
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        """Sample actions for ``B`` envs (LSTM agents advance their state).
+
+        Args:
+            observation: ``[B, *obs_shape]``.
+            prev_action: ``[B]`` long (discrete) or ``[B, A]``.
+            prev_reward: ``[B]``.
+
+        Returns:
+            ``AgentStep(action, agent_info)`` of CPU tensors: actions ``[B]`` long (categorical)
+            or ``[B, A]``; ``AgentInfo`` or ``AgentInfoRnn`` (see the module docstring).
+        """
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        if not self.recurrent:
+            *dist_params, value = self.model(*inputs)
+            dist_info = self.make_dist_info(*dist_params)
+            agent_info = AgentInfo(dist_info, value)
+        else:
+            prev_rnn_state = self.device_rnn_state()
+            *dist_params, value, rnn_state = self.model(*inputs, prev_rnn_state)
+            dist_info = self.make_dist_info(*dist_params)
+            if prev_rnn_state is None:
+                prev_rnn_state = buffer_func(rnn_state, torch.zeros_like)
+            agent_info = AgentInfoRnn(dist_info, value, rnn_state_to_samples(prev_rnn_state))
+            self.advance_rnn_state(rnn_state)
+        if self.mode == "eval" and self.eval_deterministic:
+            action = self.mode_action(dist_info)
+        else:
+            action = self.distribution.sample(dist_info)
+        return buffer_to(AgentStep(action, agent_info), "cpu")
+
+    @torch.no_grad()
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """State values ``[B]`` (CPU) for bootstrapping ``V(s_{T})`` after a rollout.
+
+        LSTM agents start from their current state and do not advance it.
+        """
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        if not self.recurrent:
+            value = self.model(*inputs)[-1]
+        else:
+            value = self.model(*inputs, self.device_rnn_state())[-2]
+        return value.cpu()
+
+    def update_obs_rms(self, observation: Any) -> None:
+        """Update the model's running observation statistics (``normalize_observation``).
+
+        Args:
+            observation: ``[T, B, *obs_shape]`` (any leading dims) of new samples.
+        """
+        if self.model is not None and hasattr(self.model, "update_obs_rms"):
+            self.model.update_obs_rms(buffer_to(observation, self.device))
+
+
+class CategoricalPgAgent(PgAgentBase):
+    """Policy-gradient agent with a categorical policy over discrete actions.
+
+    Args:
+        hidden_sizes: MLP hidden sizes for vector observations (policy and value MLPs, or the
+            MLP before the LSTM). Frames use the Atari conv model and ignore it.
+        normalize_observation: Normalize vector observations with running statistics
+            (updated through :meth:`update_obs_rms`).
+        lstm_size: LSTM hidden size for a recurrent agent; None for feed-forward.
+
+    Raises:
+        ValueError: At ``initialize`` if the action space is not a scalar ``IntBox``.
+
+    Example:
+        >>> from lightning_rl.envs.base import EnvSpaces
+        >>> from lightning_rl.spaces import FloatBox, IntBox
+        >>> agent = CategoricalPgAgent(hidden_sizes=(32, 32))
+        >>> agent.initialize(EnvSpaces(FloatBox(-1.0, 1.0, shape=(4,)), IntBox(0, 2)))
+        >>> agent.step(torch.zeros(3, 4), torch.zeros(3, dtype=torch.long), torch.zeros(3)).action.shape
+        torch.Size([3])
+    """
+
+    def __init__(
+        self,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        normalize_observation: bool = False,
+        lstm_size: int | None = None,
+    ) -> None:
+        super().__init__(lstm_size=lstm_size)
+        self.hidden_sizes = tuple(hidden_sizes)
+        self.normalize_observation = normalize_observation
+
+    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+        name = type(self).__name__
+        action_size = check_discrete_action_space(env_spaces.action, name)
+        obs_shape = check_observation_space(env_spaces.observation, name)
+        if is_image_space(env_spaces.observation):
+            return {"image_shape": obs_shape, "output_size": action_size}
+        return {"observation_shape": obs_shape, "action_size": action_size}
+
+    def make_model(self, env_spaces: Any) -> nn.Module:
+        kwargs = self.make_env_to_model_kwargs(env_spaces)
+        if "image_shape" in kwargs:
+            if self.recurrent:
+                return AtariLstmModel(**kwargs, lstm_size=self.lstm_size)
+            return AtariFfModel(**kwargs)
+        common = dict(hidden_sizes=self.hidden_sizes, normalize_observation=self.normalize_observation)
+        if self.recurrent:
+            return CategoricalPgLstmModel(**kwargs, lstm_size=self.lstm_size, **common)
+        return CategoricalPgMlpModel(**kwargs, **common)
+
+    def make_distribution(self, env_spaces: Any) -> Categorical:
+        return Categorical(dim=int(env_spaces.action.n))
+
+    def make_dist_info(self, prob: torch.Tensor) -> DistInfo:
+        return DistInfo(prob=prob)
+
+    def mode_action(self, dist_info: DistInfo) -> torch.Tensor:
+        return dist_info.prob.argmax(dim=-1)
+
+
+class GaussianPgAgent(PgAgentBase):
+    """Policy-gradient agent with a diagonal Gaussian policy (learned, state-independent std).
+
+    Actions are the raw Gaussian samples (not clipped to the action bounds, so their
+    log-likelihoods stay exact); the env adapter clips what it applies.
+
+    Args:
+        hidden_sizes: Hidden sizes of the mean and value MLPs (or of the MLP before the LSTM).
+        init_log_std: Initial log standard deviation of every action dim.
+        normalize_observation: Normalize observations with running statistics (updated
+            through :meth:`update_obs_rms`).
+        lstm_size: LSTM hidden size for a recurrent agent; None for feed-forward.
+
+    Raises:
+        ValueError: At ``initialize`` if the action space is not a 1-D ``FloatBox`` or the
+            observations are image frames.
+    """
+
+    def __init__(
+        self,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        init_log_std: float = 0.0,
+        normalize_observation: bool = False,
+        lstm_size: int | None = None,
+    ) -> None:
+        super().__init__(lstm_size=lstm_size)
+        self.hidden_sizes = tuple(hidden_sizes)
+        self.init_log_std = init_log_std
+        self.normalize_observation = normalize_observation
+
+    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+        name = type(self).__name__
+        action_size = check_continuous_action_space(env_spaces.action, name)
+        obs_shape = check_observation_space(env_spaces.observation, name)
+        if is_image_space(env_spaces.observation):
+            raise ValueError(f"{name}: image observations are not supported, got {env_spaces.observation!r}")
+        return {"observation_shape": obs_shape, "action_size": action_size}
+
+    def make_model(self, env_spaces: Any) -> nn.Module:
+        kwargs = self.make_env_to_model_kwargs(env_spaces)
+        common = dict(
+            hidden_sizes=self.hidden_sizes,
+            init_log_std=self.init_log_std,
+            normalize_observation=self.normalize_observation,
+        )
+        if self.recurrent:
+            return GaussianPgLstmModel(**kwargs, lstm_size=self.lstm_size, **common)
+        return GaussianPgMlpModel(**kwargs, **common)
+
+    def make_distribution(self, env_spaces: Any) -> Gaussian:
+        return Gaussian(dim=int(env_spaces.action.shape[0]))
+
+    def make_dist_info(self, mean: torch.Tensor, log_std: torch.Tensor) -> DistInfoStd:
+        return DistInfoStd(mean=mean, log_std=log_std)
+
+    def mode_action(self, dist_info: DistInfoStd) -> torch.Tensor:
+        return dist_info.mean
+
+
+class AlternatingCategoricalPgAgent(AlternatingRecurrentAgentMixin, CategoricalPgAgent):
+    """:class:`CategoricalPgAgent` with two alternating RNN states, for alternating samplers."""
+
+
+class AlternatingGaussianPgAgent(AlternatingRecurrentAgentMixin, GaussianPgAgent):
+    """:class:`GaussianPgAgent` with two alternating RNN states, for alternating samplers."""

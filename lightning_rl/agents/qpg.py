@@ -1,0 +1,415 @@
+"""Q-value policy-gradient agents for continuous actions: DDPG, TD3 and SAC (rlpyt 4).
+
+Actions are scaled between the networks and the env. The networks work in ``[-1, 1]`` per
+action dim; at the agent's interface (``step`` outputs, ``q(..., action)`` inputs, ``pi``
+outputs) actions are in the env's bounds, ``action = bias + scale * a`` with
+``scale = (high - low) / 2`` and ``bias = (high + low) / 2``. Noise scales (``action_std``,
+``target_noise_std``, ``pretrain_std``) are therefore fractions of the half-range.
+
+Trainable groups for :meth:`~lightning_rl.agents.base.BaseAgent.parameters_for`: ``"model"``
+(the policy: mu or pi) and ``"q"`` (the critics). Target networks (``target_*``) are frozen
+copies updated by ``update_target(tau)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from lightning_rl.agents.base import (
+    AgentStep,
+    BaseAgent,
+    check_continuous_action_space,
+    check_observation_space,
+    is_image_space,
+    make_target_model,
+)
+from lightning_rl.data.buffers import buffer_to
+from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.distributions import DistInfoStd, Gaussian
+from lightning_rl.models import MuMlpModel, PiMlpModel, QofMuMlpModel, update_state_dict
+
+__all__ = ["DdpgAgent", "DdpgAgentInfo", "QpgAgentBase", "SacAgent", "SacAgentInfo", "Td3Agent"]
+
+
+class DdpgAgentInfo(NamedArrayTupleBase):
+    """The deterministic action ``mu`` ``[B, A]`` (env scale) before exploration noise."""
+
+    mu: Any
+
+
+class SacAgentInfo(NamedArrayTupleBase):
+    """The policy's pre-squash ``DistInfoStd(mean, log_std)``, each ``[B, A]``."""
+
+    dist_info: Any
+
+
+class QpgAgentBase(BaseAgent):
+    """Action scaling, pretraining noise and target updates shared by DDPG, TD3 and SAC.
+
+    Before iteration ``min_itr_learn`` (set by the algorithm with :meth:`set_min_itr_learn`)
+    sampling uses the fixed noise ``pretrain_std`` around the untrained policy, when given.
+    """
+
+    action_scale: torch.Tensor
+    action_bias: torch.Tensor
+
+    def __init__(self, pretrain_std: float | None = None) -> None:
+        super().__init__()
+        if pretrain_std is not None and not pretrain_std > 0:
+            raise ValueError(f"pretrain_std={pretrain_std} must be positive or None")
+        self.pretrain_std = pretrain_std
+        self.min_itr_learn = 0
+        self._pretraining = False
+        self._pretrain_distribution: Gaussian | None = None
+
+    def set_min_itr_learn(self, min_itr_learn: int) -> None:
+        """Iteration from which sampling uses the policy's own noise (``pretrain_std`` before)."""
+        self.min_itr_learn = int(min_itr_learn)
+
+    def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
+        name = type(self).__name__
+        action_size = check_continuous_action_space(env_spaces.action, name, bounded=True)
+        if is_image_space(env_spaces.observation):
+            raise ValueError(f"{name}: image observations are not supported, got {env_spaces.observation!r}")
+        return {"observation_shape": check_observation_space(env_spaces.observation, name), "action_size": action_size}
+
+    def initialize(
+        self,
+        env_spaces: Any,
+        share_memory: bool = False,
+        global_B: int = 1,
+        env_ranks: list[int] | None = None,
+    ) -> None:
+        """Build the networks, their targets and the action scaling of ``env_spaces.action``."""
+        low = torch.as_tensor(env_spaces.action.low, dtype=torch.float32)
+        high = torch.as_tensor(env_spaces.action.high, dtype=torch.float32)
+        super().initialize(env_spaces, share_memory=share_memory, global_B=global_B, env_ranks=env_ranks)
+        # Derived from the env, so not saved; registered so they follow the agent's device.
+        self.register_buffer("action_scale", ((high - low) / 2).to(self.device), persistent=False)
+        self.register_buffer("action_bias", ((high + low) / 2).to(self.device), persistent=False)
+        self.make_critics(env_spaces)
+
+    def make_critics(self, env_spaces: Any) -> None:
+        """Build the Q-networks and all target networks (called once by :meth:`initialize`)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement make_critics")
+
+    def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """``(target, online)`` network pairs for :meth:`update_target`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement target_pairs")
+
+    def update_target(self, tau: float = 1.0) -> None:
+        """``target <- tau * online + (1 - tau) * target`` for every target network.
+
+        Raises:
+            ValueError: If ``tau`` is outside ``[0, 1]``.
+        """
+        for target, online in self.target_pairs():
+            update_state_dict(target, online.state_dict(), tau)
+
+    def to_env_action(self, action: torch.Tensor) -> torch.Tensor:
+        """``[-1, 1]`` network actions ``[..., A]`` to the env's bounds."""
+        return self.action_bias + self.action_scale * action
+
+    def from_env_action(self, action: torch.Tensor) -> torch.Tensor:
+        """Env actions ``[..., A]`` to the networks' ``[-1, 1]``."""
+        return (action.to(self.action_scale.device) - self.action_bias) / self.action_scale
+
+    def sample_mode(self, itr: int) -> None:
+        """Sample with ``pretrain_std`` before ``min_itr_learn``, the usual noise after."""
+        super().sample_mode(itr)
+        self._pretraining = self.pretrain_std is not None and itr < self.min_itr_learn
+
+    def sampling_distribution(self) -> Gaussian:
+        """The distribution :meth:`step` samples from (the pretraining one before ``min_itr_learn``)."""
+        if self._pretraining:
+            if self._pretrain_distribution is None:
+                self._pretrain_distribution = copy.copy(self.distribution)
+                self._pretrain_distribution.set_std(self.pretrain_std)
+            return self._pretrain_distribution
+        return self.distribution
+
+
+class DdpgAgent(QpgAgentBase):
+    """DDPG agent (Lillicrap et al. 2016): deterministic policy ``mu`` with Gaussian exploration.
+
+    Sampling adds ``N(0, action_std)`` noise (clipped to ``action_noise_clip`` if set) to the
+    network action and clips the result to the env's bounds; evaluation acts with ``mu``.
+
+    Args:
+        hidden_sizes: Hidden sizes of the mu MLP.
+        q_hidden_sizes: Hidden sizes of the Q MLP.
+        action_std: Exploration noise std (fraction of the half-range).
+        action_noise_clip: Clip of the exploration noise; None for none.
+        pretrain_std: Noise std before ``min_itr_learn``; None to use ``action_std`` throughout.
+
+    Raises:
+        ValueError: At ``initialize`` if the action space is not a bounded 1-D ``FloatBox``.
+    """
+
+    def __init__(
+        self,
+        hidden_sizes: tuple[int, ...] = (400, 300),
+        q_hidden_sizes: tuple[int, ...] = (400, 300),
+        action_std: float = 0.1,
+        action_noise_clip: float | None = None,
+        pretrain_std: float | None = None,
+    ) -> None:
+        super().__init__(pretrain_std=pretrain_std)
+        if not action_std > 0:
+            raise ValueError(f"action_std={action_std} must be positive")
+        self.hidden_sizes = tuple(hidden_sizes)
+        self.q_hidden_sizes = tuple(q_hidden_sizes)
+        self.action_std = action_std
+        self.action_noise_clip = action_noise_clip
+        self.q_model: nn.Module | None = None
+        self.target_model: nn.Module | None = None
+        self.target_q_model: nn.Module | None = None
+
+    def make_model(self, env_spaces: Any) -> nn.Module:
+        return MuMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.hidden_sizes)
+
+    def make_q_model(self, env_spaces: Any) -> nn.Module:
+        """A fresh Q-network."""
+        return QofMuMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.q_hidden_sizes)
+
+    def make_distribution(self, env_spaces: Any) -> Gaussian:
+        return Gaussian(
+            dim=int(env_spaces.action.shape[0]), std=self.action_std, noise_clip=self.action_noise_clip, clip=1.0
+        )
+
+    def make_critics(self, env_spaces: Any) -> None:
+        if self.q_model is None:
+            self.q_model = self.make_q_model(env_spaces).to(self.device)
+        if self.target_model is None:
+            self.target_model = make_target_model(self.model)
+            self.target_q_model = make_target_model(self.q_model)
+
+    def trainable_modules(self) -> dict[str, list[nn.Module]]:
+        return {"model": [self.model], "q": [self.q_model]}
+
+    def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return [(self.target_model, self.model), (self.target_q_model, self.q_model)]
+
+    def forward(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """``mu`` ``[..., A]`` in env scale (with grad)."""
+        return self.to_env_action(self.model(*self.to_agent_inputs(observation, prev_action, prev_reward)))
+
+    def q(self, observation: Any, prev_action: Any, prev_reward: Any, action: Any) -> torch.Tensor:
+        """``Q(s, a)`` ``[...]`` for env-scale actions ``[..., A]`` (with grad)."""
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        return self.q_model(*inputs, self.from_env_action(torch.as_tensor(action)))
+
+    def q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """``Q(s, mu(s))`` ``[...]`` (with grad through both networks): the policy objective."""
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        return self.q_model(*inputs, self.model(*inputs))
+
+    @torch.no_grad()
+    def target_q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
+        """``Q'(s, mu'(s))`` ``[...]`` from the target networks (no grad)."""
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        return self.target_q_model(*inputs, self.target_model(*inputs))
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        """Noisy actions ``[B, A]`` in the env's bounds (CPU) and ``DdpgAgentInfo(mu)``."""
+        mu = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
+        if self.mode == "eval":
+            action = mu
+        else:
+            action = self.sampling_distribution().sample(DistInfoStd(mean=mu, log_std=None))
+        return buffer_to(AgentStep(self.to_env_action(action), DdpgAgentInfo(mu=self.to_env_action(mu))), "cpu")
+
+
+class Td3Agent(DdpgAgent):
+    """TD3 agent (Fujimoto et al. 2018): DDPG with twin Q-networks and target policy smoothing.
+
+    :meth:`q` and :meth:`target_q_at_mu` return both critics' values; the target action is
+    ``clip(mu'(s) + clip(N(0, target_noise_std), +-target_noise_clip), -1, 1)`` (in network
+    scale). :meth:`q_at_mu` uses the first critic, as in the paper.
+
+    Args:
+        hidden_sizes: Hidden sizes of the mu MLP.
+        q_hidden_sizes: Hidden sizes of each Q MLP.
+        action_std: Exploration noise std (fraction of the half-range).
+        action_noise_clip: Clip of the exploration noise; None for none.
+        pretrain_std: Noise std before ``min_itr_learn``.
+        target_noise_std: Target policy smoothing noise std.
+        target_noise_clip: Clip of the target smoothing noise.
+    """
+
+    def __init__(
+        self,
+        hidden_sizes: tuple[int, ...] = (400, 300),
+        q_hidden_sizes: tuple[int, ...] = (400, 300),
+        action_std: float = 0.1,
+        action_noise_clip: float | None = None,
+        pretrain_std: float | None = 0.5,
+        target_noise_std: float = 0.2,
+        target_noise_clip: float = 0.5,
+    ) -> None:
+        super().__init__(
+            hidden_sizes=hidden_sizes,
+            q_hidden_sizes=q_hidden_sizes,
+            action_std=action_std,
+            action_noise_clip=action_noise_clip,
+            pretrain_std=pretrain_std,
+        )
+        if not target_noise_std > 0 or not target_noise_clip > 0:
+            raise ValueError(
+                f"target_noise_std={target_noise_std} and target_noise_clip={target_noise_clip} must be positive"
+            )
+        self.target_noise_std = target_noise_std
+        self.target_noise_clip = target_noise_clip
+        self.q2_model: nn.Module | None = None
+        self.target_q2_model: nn.Module | None = None
+        self.target_distribution: Gaussian | None = None
+
+    def make_critics(self, env_spaces: Any) -> None:
+        if self.q2_model is None:
+            self.q2_model = self.make_q_model(env_spaces).to(self.device)
+        if self.target_q2_model is None:
+            self.target_q2_model = make_target_model(self.q2_model)
+        super().make_critics(env_spaces)
+        self.target_distribution = Gaussian(
+            dim=int(env_spaces.action.shape[0]), std=self.target_noise_std, noise_clip=self.target_noise_clip, clip=1.0
+        )
+
+    def trainable_modules(self) -> dict[str, list[nn.Module]]:
+        return {"model": [self.model], "q": [self.q_model, self.q2_model]}
+
+    def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return super().target_pairs() + [(self.target_q2_model, self.q2_model)]
+
+    def q(self, observation: Any, prev_action: Any, prev_reward: Any, action: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(Q1(s, a), Q2(s, a))``, each ``[...]``, for env-scale actions (with grad)."""
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        a = self.from_env_action(torch.as_tensor(action))
+        return self.q_model(*inputs, a), self.q2_model(*inputs, a)
+
+    @torch.no_grad()
+    def target_q_at_mu(
+        self, observation: Any, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(Q1'(s, a'), Q2'(s, a'))`` at the smoothed target action ``a'`` (no grad)."""
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        target_mu = self.target_model(*inputs)
+        target_action = self.target_distribution.sample(DistInfoStd(mean=target_mu, log_std=None))
+        return self.target_q_model(*inputs, target_action), self.target_q2_model(*inputs, target_action)
+
+
+class SacAgent(QpgAgentBase):
+    """SAC agent (Haarnoja et al. 2018): tanh-squashed Gaussian policy, twin Q, twin target Q.
+
+    ``log_pi`` is the log-density of the squashed action in network scale ``[-1, 1]^A`` (the
+    SB3 convention), so the usual target entropy ``-A`` applies whatever the env's bounds.
+    Evaluation acts with the deterministic ``tanh(mean)``.
+
+    Args:
+        hidden_sizes: Hidden sizes of the pi MLP.
+        q_hidden_sizes: Hidden sizes of each Q MLP.
+        min_log_std: Lower clamp of the policy's log std.
+        max_log_std: Upper clamp of the policy's log std.
+        pretrain_std: Fixed std before ``min_itr_learn`` (rlpyt: 0.75); None for none.
+
+    Raises:
+        ValueError: If ``min_log_std >= max_log_std``; at ``initialize`` if the action space
+            is not a bounded 1-D ``FloatBox``.
+    """
+
+    def __init__(
+        self,
+        hidden_sizes: tuple[int, ...] = (256, 256),
+        q_hidden_sizes: tuple[int, ...] = (256, 256),
+        min_log_std: float = -20.0,
+        max_log_std: float = 2.0,
+        pretrain_std: float | None = 0.75,
+    ) -> None:
+        super().__init__(pretrain_std=pretrain_std)
+        if not min_log_std < max_log_std:
+            raise ValueError(f"min_log_std={min_log_std} must be below max_log_std={max_log_std}")
+        self.hidden_sizes = tuple(hidden_sizes)
+        self.q_hidden_sizes = tuple(q_hidden_sizes)
+        self.min_log_std = min_log_std
+        self.max_log_std = max_log_std
+        self.q1_model: nn.Module | None = None
+        self.q2_model: nn.Module | None = None
+        self.target_q1_model: nn.Module | None = None
+        self.target_q2_model: nn.Module | None = None
+
+    def make_model(self, env_spaces: Any) -> nn.Module:
+        return PiMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.hidden_sizes)
+
+    def make_distribution(self, env_spaces: Any) -> Gaussian:
+        return Gaussian(
+            dim=int(env_spaces.action.shape[0]),
+            squash=1.0,
+            min_std=math.exp(self.min_log_std),
+            max_std=math.exp(self.max_log_std),
+        )
+
+    def make_critics(self, env_spaces: Any) -> None:
+        kwargs = self.make_env_to_model_kwargs(env_spaces)
+        if self.q1_model is None:
+            self.q1_model = QofMuMlpModel(**kwargs, hidden_sizes=self.q_hidden_sizes).to(self.device)
+            self.q2_model = QofMuMlpModel(**kwargs, hidden_sizes=self.q_hidden_sizes).to(self.device)
+        if self.target_q1_model is None:
+            self.target_q1_model = make_target_model(self.q1_model)
+            self.target_q2_model = make_target_model(self.q2_model)
+
+    def trainable_modules(self) -> dict[str, list[nn.Module]]:
+        return {"model": [self.model], "q": [self.q1_model, self.q2_model]}
+
+    def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return [(self.target_q1_model, self.q1_model), (self.target_q2_model, self.q2_model)]
+
+    def pi(
+        self, observation: Any, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, DistInfoStd]:
+        """Reparameterized policy sample (with grad).
+
+        Returns:
+            ``(action [..., A] in env scale, log_pi [...], dist_info)`` where ``dist_info`` holds
+            the pre-squash mean and log std.
+        """
+        mean, log_std = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
+        dist_info = DistInfoStd(mean=mean, log_std=log_std)
+        action, log_pi = self.distribution.sample_loglikelihood(dist_info)
+        return self.to_env_action(action), log_pi, dist_info
+
+    def forward(
+        self, observation: Any, prev_action: Any, prev_reward: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, DistInfoStd]:
+        """Same as :meth:`pi`."""
+        return self.pi(observation, prev_action, prev_reward)
+
+    def q(self, observation: Any, prev_action: Any, prev_reward: Any, action: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(Q1(s, a), Q2(s, a))``, each ``[...]``, for env-scale actions (with grad)."""
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        a = self.from_env_action(torch.as_tensor(action))
+        return self.q1_model(*inputs, a), self.q2_model(*inputs, a)
+
+    @torch.no_grad()
+    def target_q(
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(Q1'(s, a), Q2'(s, a))`` from the target networks (no grad), env-scale actions."""
+        inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        a = self.from_env_action(torch.as_tensor(action))
+        return self.target_q1_model(*inputs, a), self.target_q2_model(*inputs, a)
+
+    @torch.no_grad()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        """Squashed-Gaussian actions ``[B, A]`` in the env's bounds (CPU) and ``SacAgentInfo``."""
+        mean, log_std = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
+        dist_info = DistInfoStd(mean=mean, log_std=log_std)
+        if self.mode == "eval":
+            action = torch.tanh(mean)
+        else:
+            action = self.sampling_distribution().sample(dist_info)
+        return buffer_to(AgentStep(self.to_env_action(action), SacAgentInfo(dist_info=dist_info)), "cpu")

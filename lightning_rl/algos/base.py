@@ -1,0 +1,257 @@
+"""The LightningModule every algorithm builds on: agent, sampler, env-step budgets, exact resume.
+
+Flow (DESIGN.md, "The flow of one training run"): ``setup()`` initializes the sampler for this
+rank (which builds the envs and the agent's models from their spaces); ``train_dataloader()``
+wraps the algorithm's IterableDataset in ``DataLoader(batch_size=None)``; ``training_step``
+updates with manual optimization; an epoch is ``log_interval_steps`` env steps and the run
+stops after ``total_env_steps``. Checkpoints carry the counters, the sampler (and, for the serial
+sampler, the envs), RNG states and the minibatch shuffle generator, so a resumed run continues
+exactly where the interrupted one stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import random
+from typing import Any, Callable, Iterator, Literal
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from lightning_rl.agents.base import BaseAgent
+from lightning_rl.samplers.base import BaseSampler
+from lightning_rl.data.buffers import buffer_to
+from lightning_rl.datasets.state import TrainState
+
+CHECKPOINT_KEY = "lightning_rl"
+
+
+class RLModule(pl.LightningModule):
+    """Base class of lightning_rl algorithms (manual optimization, env-step budgets).
+
+    Subclasses implement :meth:`make_dataset`, ``training_step`` and ``configure_optimizers``.
+
+    Args:
+        agent: The acting policy (``class_path``/``init_args`` in YAML); its models are built in
+            ``setup()`` from the env's spaces.
+        sampler: Collects ``[T, B]`` batches (serial, CPU or GPU sampler, ...). Holds the env id.
+        total_env_steps: Stop after this many env steps (summed over DDP ranks); None: no limit
+            beyond the Trainer's own.
+        log_interval_steps: Env steps per Lightning epoch (per rank): logging, checkpoint and
+            evaluation interval.
+        seed: Base seed of the envs; default: the seed given to ``seed_everything``, else 0.
+        checkpoint_sampler_state: Put the sampler state (for the serial sampler: pickled envs)
+            into checkpoints so resumes are exact. Resuming then unpickles it: only resume from
+            checkpoints you trust.
+        torch_threads: Threads for torch's CPU ops in the training process (``None``: torch's
+            default). Small MLPs train several times faster with 1, most of all when other
+            processes (sampler workers) share the cores.
+    """
+
+    def __init__(
+        self,
+        agent: BaseAgent,
+        sampler: BaseSampler,
+        total_env_steps: int | None = None,
+        log_interval_steps: int = 10_000,
+        seed: int | None = None,
+        checkpoint_sampler_state: bool = True,
+        torch_threads: int | None = None,
+    ) -> None:
+        super().__init__()
+        if torch_threads is not None and torch_threads < 1:
+            raise ValueError(f"torch_threads must be >= 1 or None, got {torch_threads}")
+        if total_env_steps is not None and total_env_steps <= 0:
+            raise ValueError(f"total_env_steps must be positive, got {total_env_steps}")
+        if log_interval_steps <= 0:
+            raise ValueError(f"log_interval_steps must be positive, got {log_interval_steps}")
+        self.automatic_optimization = False
+        self.agent = agent
+        self.sampler = sampler
+        self.total_env_steps = total_env_steps
+        self.log_interval_steps = log_interval_steps
+        self.seed = seed
+        self.checkpoint_sampler_state = checkpoint_sampler_state
+        self.torch_threads = torch_threads
+        self.train_state = TrainState()
+        self.minibatch_generator = np.random.default_rng(self._base_seed())
+        self._sampler_ready = False
+
+    # ----- set-up -----
+
+    def _base_seed(self) -> int:
+        if self.seed is not None:
+            return int(self.seed)
+        return int(os.environ.get("PL_GLOBAL_SEED", 0))
+
+    @property
+    def bootstrap_value(self) -> bool:
+        """Whether the sampler must store the value of each rollout's last observation."""
+        return False
+
+    def setup(self, stage: str) -> None:
+        """Build this rank's envs and sampler and the agent's models (once per process)."""
+        if self._sampler_ready:
+            return
+        if self.torch_threads is not None:
+            torch.set_num_threads(self.torch_threads)
+        rank = self.trainer.global_rank if self._trainer is not None else 0
+        world_size = self.trainer.world_size if self._trainer is not None else 1
+        seed = self._base_seed()
+        self.minibatch_generator = np.random.default_rng([seed, rank])
+        self.sampler.initialize(
+            self.agent, seed=seed, rank=rank, world_size=world_size, bootstrap_value=self.bootstrap_value
+        )
+        device = self.trainer.strategy.root_device if self._trainer is not None else torch.device("cpu")
+        self.agent.to_device(device)
+        self._sampler_ready = True
+
+    def teardown(self, stage: str) -> None:
+        if self._sampler_ready and stage == "fit":
+            self.sampler.shutdown()
+            self._sampler_ready = False
+
+    @property
+    def iterations_per_epoch(self) -> int:
+        """Sampler iterations in one Lightning epoch (at least one)."""
+        return max(1, self.log_interval_steps // self.sampler.batch_spec.size)
+
+    def make_dataset(self) -> IterableDataset:
+        """The algorithm's IterableDataset over the sampler (and replay)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement make_dataset()")
+
+    def train_dataloader(self) -> DataLoader:
+        # batch_size=None: the dataset yields whole batches; workers would copy the sampler.
+        return DataLoader(self.make_dataset(), batch_size=None, num_workers=0)
+
+    def configure_callbacks(self) -> list[pl.Callback]:
+        """Episode statistics and throughput are part of every run."""
+        from lightning_rl.callbacks import EpisodeStatsCallback, ThroughputCallback
+
+        return [EpisodeStatsCallback(), ThroughputCallback()]
+
+    # ----- evaluation (the `validate` subcommand) -----
+
+    def val_dataloader(self) -> Any:
+        # Fit evaluates through EvaluationCallback; only `validate` uses the validation loop.
+        if self._trainer is None or self.trainer.state.fn != "validate":
+            return []
+        return DataLoader(_EvaluationDataset(self), batch_size=None, num_workers=0)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.log_dict({k: float(v) for k, v in batch.items()}, batch_size=1)
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        return buffer_to(batch, device, non_blocking=device.type == "cuda")
+
+    # ----- optimization helpers shared by algorithms -----
+
+    def optimizer_step(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
+        """One manual update: zero grads, backward, optional grad-norm clip, step."""
+        optimizer.zero_grad(set_to_none=True)
+        self.manual_backward(loss)
+        if clip_grad_norm is not None:
+            self.clip_gradients(optimizer, gradient_clip_val=clip_grad_norm, gradient_clip_algorithm="norm")
+        optimizer.step()
+        self.train_state.updates += 1
+
+    def log_step_metrics(self, metrics: dict[str, Any]) -> None:
+        """Log once per sampler iteration, with env steps (summed over ranks) as the x-axis."""
+        metrics = {k: float(v) for k, v in metrics.items()}
+        metrics["step"] = float(self.global_env_steps)
+        self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=1)
+
+    @property
+    def global_env_steps(self) -> int:
+        """Env steps over all ranks (each rank runs the same schedule)."""
+        world = self.trainer.world_size if self._trainer is not None else 1
+        return self.train_state.env_steps * world
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.log("env_steps", float(self.global_env_steps), on_step=True, on_epoch=False, prog_bar=True, batch_size=1)
+        if self.total_env_steps is not None and self.global_env_steps >= self.total_env_steps:
+            self.trainer.should_stop = True
+
+    # ----- checkpoints -----
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state: dict[str, Any] = {
+            "env_spaces": self.agent.env_spaces,
+            "minibatch_generator": self.minibatch_generator.bit_generator.state,
+            "python_random": random.getstate(),
+            "numpy_random": np.random.get_state(),
+        }
+        if self.checkpoint_sampler_state and self._sampler_ready:
+            state["sampler"] = self.sampler.state_dict()
+        checkpoint[CHECKPOINT_KEY] = {
+            "train_state": self.train_state.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            # Python objects (envs, spaces, RNG tuples) travel pickled so the checkpoint itself
+            # still loads with torch.load(weights_only=True).
+            "pickled": pickle.dumps(state),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if CHECKPOINT_KEY not in checkpoint:
+            raise ValueError("checkpoint was not written by a lightning_rl module (no 'lightning_rl' entry)")
+        ours = checkpoint[CHECKPOINT_KEY]
+        state = pickle.loads(ours["pickled"])
+        if not self.agent.initialized:
+            # load_from_checkpoint skips setup(): build the models from the stored spaces.
+            self.agent.initialize(state["env_spaces"])
+        self.train_state.load_state_dict(ours["train_state"])
+        self.minibatch_generator.bit_generator.state = state["minibatch_generator"]
+        random.setstate(state["python_random"])
+        np.random.set_state(state["numpy_random"])
+        torch.set_rng_state(ours["torch_rng"])
+        if ours["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(ours["cuda_rng"])
+        if self._sampler_ready and "sampler" in state:
+            self.sampler.load_state_dict(state["sampler"])
+
+    # ----- shared configuration helpers -----
+
+    @staticmethod
+    def check_positive(name: str, value: float, allow_zero: bool = False) -> None:
+        """Raise ``ValueError`` naming ``name`` unless ``value`` is positive (or zero if allowed)."""
+        if value < 0 or (value == 0 and not allow_zero) or (isinstance(value, float) and math.isnan(value)):
+            raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+class _EvaluationDataset(IterableDataset):
+    """One item: the summary of an evaluation run with the module's sampler (eval envs)."""
+
+    def __init__(self, module: RLModule) -> None:
+        self.module = module
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        from lightning_rl.callbacks.evaluation import evaluate_agent, summarize_trajectories
+
+        metrics = summarize_trajectories(evaluate_agent(self.module, deterministic=False), "eval")
+        yield {k: torch.tensor(v) for k, v in metrics.items()}
+
+
+def make_optimizer(name: Literal["adam", "rmsprop"], params: Any, lr: float, eps: float) -> torch.optim.Optimizer:
+    """Adam (PPO, DQN, SAC) or RMSprop (A2C's original setting)."""
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, eps=eps)
+    if name == "rmsprop":
+        return torch.optim.RMSprop(params, lr=lr, eps=eps, alpha=0.99)
+    raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {name!r}")
+
+
+def linear_decay(total_iterations: int) -> Callable[[int], float]:
+    """Factor for ``LambdaLR``: 1 at the first iteration down to ``1/total`` at the last."""
+
+    def factor(itr: int) -> float:
+        return max(1.0 - itr / max(total_iterations, 1), 0.0)
+
+    return factor

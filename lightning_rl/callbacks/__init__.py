@@ -1,0 +1,7 @@
+"""Trainer callbacks: evaluation, episode statistics, throughput."""
+
+from lightning_rl.callbacks.episode_stats import EpisodeStatsCallback
+from lightning_rl.callbacks.evaluation import EvaluationCallback, evaluate_agent, summarize_trajectories
+from lightning_rl.callbacks.throughput import ThroughputCallback
+
+__all__ = ["EpisodeStatsCallback", "EvaluationCallback", "ThroughputCallback", "evaluate_agent", "summarize_trajectories"]

@@ -1,0 +1,45 @@
+"""Training counters shared by a LightningModule and its dataset, and checkpointed with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TrainState:
+    """Where a run stands, in the units RL users think in.
+
+    Attributes:
+        env_steps: Environment steps collected on this rank.
+        itr: Sampler iterations (rollouts or off-policy collection steps) on this rank.
+        updates: Gradient updates applied.
+        sampler_time: Seconds spent collecting (for throughput statistics).
+        new_traj_infos: Episodes completed since the callbacks last read them (not checkpointed).
+    """
+
+    env_steps: int = 0
+    itr: int = 0
+    updates: int = 0
+    sampler_time: float = 0.0
+    new_traj_infos: list[Any] = field(default_factory=list)
+
+    def record_rollout(self, n_env_steps: int, traj_infos: list[Any]) -> None:
+        """Count one sampler iteration of ``n_env_steps`` and keep its finished episodes."""
+        self.env_steps += n_env_steps
+        self.itr += 1
+        self.new_traj_infos.extend(traj_infos)
+
+    def pop_traj_infos(self) -> list[Any]:
+        """Return and forget the episodes completed since the last call."""
+        out, self.new_traj_infos = self.new_traj_infos, []
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"env_steps": self.env_steps, "itr": self.itr, "updates": self.updates, "sampler_time": self.sampler_time}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.env_steps = int(state["env_steps"])
+        self.itr = int(state["itr"])
+        self.updates = int(state["updates"])
+        self.sampler_time = float(state.get("sampler_time", 0.0))

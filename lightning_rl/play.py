@@ -1,0 +1,101 @@
+"""Watch a trained agent: load a checkpoint, play episodes in one env, optionally save videos."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from lightning_rl.algos.base import RLModule
+from lightning_rl.envs import make_env
+from lightning_rl.envs.atari import AtariEnv
+
+
+def play_episodes(
+    module: RLModule,
+    ckpt_path: str | None,
+    episodes: int,
+    deterministic: bool,
+    video_folder: str | None,
+    seed: int,
+    max_steps_per_episode: int,
+) -> list[dict[str, float]]:
+    """Play ``episodes`` with the module's agent on one env built like the sampler's.
+
+    Returns:
+        ``{"return", "length"}`` per episode.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    sampler = module.sampler
+    env_kwargs = dict(sampler.env_kwargs or {})
+    env = _make_recording_env(sampler.env_id, env_kwargs, video_folder)
+    env.seed(seed)
+    agent = module.agent
+    if not agent.initialized:
+        agent.initialize(env.spaces)
+    if ckpt_path is not None:
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        module.load_state_dict(checkpoint["state_dict"])
+    agent.to_device("cpu")
+    agent.eval_mode(0)
+    agent.eval_deterministic = deterministic
+    results = []
+    frames: list[np.ndarray] = []
+    for episode in range(episodes):
+        observation = env.reset()
+        agent.reset()
+        prev_action = np.asarray(env.action_space.null_value())
+        prev_reward = 0.0
+        total, length = 0.0, 0
+        for _ in range(max_steps_per_episode):
+            step = agent.step(
+                np.asarray(observation)[None], prev_action[None], np.array([prev_reward], dtype=np.float32)
+            )
+            action = step.action[0].numpy()
+            env_step = env.step(action)
+            if isinstance(env, AtariEnv) and video_folder is not None:
+                frames.append(env.render())
+            observation, prev_action, prev_reward = env_step.observation, action, float(env_step.reward)
+            total += float(env_step.reward)
+            length += 1
+            traj_done = getattr(env_step.env_info, "traj_done", env_step.done)
+            if env_step.done and traj_done:
+                break
+        results.append({"return": total, "length": float(length)})
+        if frames:
+            _save_frames(frames, video_folder, episode)
+            frames = []
+    env.close()
+    return results
+
+
+def _make_recording_env(env_id: Any, env_kwargs: dict[str, Any], video_folder: str | None) -> Any:
+    """The sampler's env; gymnasium envs get ``RecordVideo`` inside the adapter when recording."""
+    if video_folder is None:
+        return make_env(env_id, **env_kwargs)
+    os.makedirs(video_folder, exist_ok=True)
+    env = make_env(env_id, **env_kwargs) if _is_atari(env_id) else None
+    if env is not None:
+        return env
+    import gymnasium as gym
+
+    from lightning_rl.envs.gymnasium import GymEnvWrapper
+
+    def build(**kwargs: Any) -> Any:
+        inner = gym.make(env_id, render_mode="rgb_array", **kwargs) if isinstance(env_id, str) else env_id(**kwargs)
+        return GymEnvWrapper(gym.wrappers.RecordVideo(inner, video_folder, episode_trigger=lambda e: True, disable_logger=True))
+
+    return build(**env_kwargs)
+
+
+def _is_atari(env_id: Any) -> bool:
+    return isinstance(env_id, str) and (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4"))
+
+
+def _save_frames(frames: list[np.ndarray], video_folder: str, episode: int) -> None:
+    from gymnasium.utils.save_video import save_video
+
+    save_video(frames, video_folder, fps=30, name_prefix="play", episode_index=episode, episode_trigger=lambda e: True)

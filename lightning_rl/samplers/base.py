@@ -1,0 +1,467 @@
+"""What every sampler shares: the batch spec, the sample buffers and the common constructor.
+
+A sampler (rlpyt section 6) runs ``B`` envs for ``T`` steps per :meth:`BaseSampler.obtain_samples`
+and returns one preallocated ``[T, B]`` :class:`Samples` buffer, written in place every call,
+with the :class:`~lightning_rl.envs.traj_info.TrajInfo` of every episode that ended in it.
+
+Row ``t`` of the buffer is one agent-env interaction:
+
+* ``env.observation[t]``, ``agent.prev_action[t]``, ``env.prev_reward[t]``: what the agent acted
+  on (``prev_*`` are zeros on the first step of an episode);
+* ``agent.action[t]``, ``agent.agent_info[t]``: what it did;
+* ``env.reward[t]``, ``env.done[t]``, ``env.timeout[t]``, ``env.env_info[t]``: what the env
+  answered. ``done = terminated or truncated`` and ``timeout`` marks truncation (time limit), so
+  returns can bootstrap through it. After a done step, ``observation[t + 1]`` is the first
+  observation of the next episode (reset collector) or zeros (wait-reset collector).
+
+``agent.bootstrap_value`` (``[B]``, only with ``initialize(bootstrap_value=True)``) is the
+agent's value of the observation after the last step, for returns that continue past the batch.
+
+All samplers take the same constructor arguments, so a config swaps one for another by its
+``class_path`` alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable, Literal, NamedTuple
+
+import numpy as np
+
+from lightning_rl.data.buffers import buffer_from_example, buffer_func, numpify_buffer
+from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.envs.make import default_traj_info_cls, make_env
+from lightning_rl.envs.traj_info import TrajInfo
+
+__all__ = [
+    "AgentSamples",
+    "AgentSamplesBsv",
+    "BaseSampler",
+    "BatchSpec",
+    "EnvSamples",
+    "Samples",
+    "StepBuffer",
+]
+
+
+class BatchSpec(NamedTuple):
+    """``T`` time steps for each of ``B`` envs per batch."""
+
+    T: int
+    B: int
+
+    @property
+    def size(self) -> int:
+        """Env steps per batch, ``T * B``."""
+        return self.T * self.B
+
+
+class AgentSamples(NamedArrayTupleBase):
+    """Agent side of a ``[T, B]`` batch: ``action``, ``prev_action`` and the agent's ``agent_info``."""
+
+    action: Any
+    prev_action: Any
+    agent_info: Any
+
+
+class AgentSamplesBsv(NamedArrayTupleBase):
+    """:class:`AgentSamples` plus ``bootstrap_value`` ``[B]`` (value of the observation after step ``T - 1``)."""
+
+    action: Any
+    prev_action: Any
+    agent_info: Any
+    bootstrap_value: Any
+
+
+class EnvSamples(NamedArrayTupleBase):
+    """Env side of a ``[T, B]`` batch; ``reward``/``prev_reward`` float32, ``done``/``timeout`` bool."""
+
+    observation: Any
+    reward: Any
+    prev_reward: Any
+    done: Any
+    timeout: Any
+    env_info: Any
+
+
+class Samples(NamedArrayTupleBase):
+    """One batch: ``agent`` (:class:`AgentSamples` or :class:`AgentSamplesBsv`) and ``env`` (:class:`EnvSamples`)."""
+
+    agent: Any
+    env: Any
+
+
+class StepBuffer(NamedArrayTupleBase):
+    """The ``[B]`` state between steps, which the agent acts on next.
+
+    ``reset_agent[b]`` asks for ``agent.reset_one(b)`` before env ``b``'s next action. ``action``
+    is only used by evaluation (training actions go straight into the sample buffer).
+    """
+
+    observation: Any
+    prev_action: Any
+    prev_reward: Any
+    action: Any
+    reset_agent: Any
+
+
+def slice_samples(samples: Samples, sl: slice) -> Samples:
+    """View of envs ``sl`` of a batch: ``[T, sl]`` fields and ``bootstrap_value[sl]``."""
+    agent = samples.agent
+    if isinstance(agent, AgentSamplesBsv):
+        agent_view = AgentSamplesBsv(
+            action=agent.action[:, sl],
+            prev_action=agent.prev_action[:, sl],
+            agent_info=None if agent.agent_info is None else agent.agent_info[:, sl],
+            bootstrap_value=agent.bootstrap_value[sl],
+        )
+    else:
+        agent_view = agent[:, sl]
+    return Samples(agent=agent_view, env=samples.env[:, sl])
+
+
+def split_slices(n: int, n_parts: int) -> list[slice]:
+    """``n`` items cut into ``n_parts`` contiguous slices whose sizes differ by at most one."""
+    # The first ``n % n_parts`` slices get one extra item, as in np.array_split.
+    sizes = np.full(n_parts, n // n_parts) + (np.arange(n_parts) < n % n_parts)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    return [slice(int(starts[i]), int(starts[i + 1])) for i in range(n_parts)]
+
+
+class BaseSampler:
+    """Base class of samplers: arguments, env seeding, buffer allocation, counters.
+
+    Subclasses implement :meth:`_start`, :meth:`obtain_samples` and :meth:`evaluate_agent`.
+
+    Args:
+        env_id: A gymnasium id (``"CartPole-v1"``), an Atari id (``"ALE/Pong-v5"``) or a callable
+            returning an env, passed to :func:`lightning_rl.envs.make.make_env`.
+        env_kwargs: Keyword arguments for ``make_env`` (training envs).
+        batch_T: Time steps per batch.
+        batch_B: Envs per batch (on this rank).
+        max_decorrelation_steps: At :meth:`initialize`, step each env through up to this many
+            random actions (a per-env random number), so the envs start out of phase; those
+            episodes are not reported.
+        eval_n_envs: Envs for :meth:`evaluate_agent` (0: no evaluation).
+        eval_max_steps: Time steps per eval env in one evaluation (``eval_n_envs *
+            eval_max_steps`` env steps at most); ``None``: no step limit.
+        eval_max_trajectories: Stop an evaluation once this many episodes have completed.
+        eval_env_kwargs: ``make_env`` keyword arguments for the eval envs (default
+            ``env_kwargs``).
+        traj_info_cls: Class recording episode statistics (default: ``AtariTrajInfo`` for Atari
+            ids, else ``TrajInfo``).
+        collector: ``"reset"`` resets an env as soon as its episode ends; ``"wait_reset"`` lets a
+            done env wait (zeros in the batch) until the next batch, so recurrent training
+            sequences never contain a reset.
+        n_workers: Worker processes of parallel samplers (default: ``min(batch_B, cpu count)``;
+            alternating samplers: twice that, at most ``batch_B``). Ignored by
+            :class:`~lightning_rl.samplers.serial.SerialSampler`.
+        cpu_affinity: CPUs the workers are pinned to, worker ``w`` to ``cpu_affinity[w % n]``;
+            ``None`` leaves scheduling to the OS. Ignored by the serial sampler.
+
+    Raises:
+        ValueError: On a bad argument, naming it.
+    """
+
+    #: Buffers and agent in OS shared memory (parallel samplers).
+    share_memory: bool = False
+    #: The agent's model must be in shared memory (workers act with it).
+    agent_in_shared_memory: bool = False
+
+    def __init__(
+        self,
+        env_id: str | Callable[..., Any],
+        env_kwargs: dict[str, Any] | None = None,
+        batch_T: int = 128,
+        batch_B: int = 8,
+        max_decorrelation_steps: int = 0,
+        eval_n_envs: int = 0,
+        eval_max_steps: int | None = None,
+        eval_max_trajectories: int | None = None,
+        eval_env_kwargs: dict[str, Any] | None = None,
+        traj_info_cls: type[TrajInfo] | None = None,
+        collector: Literal["reset", "wait_reset"] = "reset",
+        n_workers: int | None = None,
+        cpu_affinity: list[int] | None = None,
+    ) -> None:
+        if not (isinstance(env_id, str) or callable(env_id)):
+            raise ValueError(f"env_id must be an env id string or a callable, got {env_id!r}")
+        _check_int("batch_T", batch_T, 1)
+        _check_int("batch_B", batch_B, 1)
+        _check_int("max_decorrelation_steps", max_decorrelation_steps, 0)
+        _check_int("eval_n_envs", eval_n_envs, 0)
+        if eval_max_steps is not None:
+            _check_int("eval_max_steps", eval_max_steps, 1)
+        if eval_max_trajectories is not None:
+            _check_int("eval_max_trajectories", eval_max_trajectories, 1)
+        if eval_n_envs > 0 and eval_max_steps is None and eval_max_trajectories is None:
+            raise ValueError(
+                f"eval_n_envs={eval_n_envs} needs eval_max_steps or eval_max_trajectories, "
+                "otherwise an evaluation never ends"
+            )
+        if collector not in ("reset", "wait_reset"):
+            raise ValueError(f"collector must be 'reset' or 'wait_reset', got {collector!r}")
+        if n_workers is not None:
+            _check_int("n_workers", n_workers, 1)
+        if cpu_affinity is not None:
+            if len(cpu_affinity) == 0 or any(not isinstance(c, int) or c < 0 for c in cpu_affinity):
+                raise ValueError(f"cpu_affinity must be a non-empty list of CPU indexes >= 0, got {cpu_affinity!r}")
+        if env_kwargs is not None and not isinstance(env_kwargs, dict):
+            raise ValueError(f"env_kwargs must be a dict or None, got {env_kwargs!r}")
+        if eval_env_kwargs is not None and not isinstance(eval_env_kwargs, dict):
+            raise ValueError(f"eval_env_kwargs must be a dict or None, got {eval_env_kwargs!r}")
+        self.env_id = env_id
+        self.env_kwargs = dict(env_kwargs or {})
+        self.batch_spec = BatchSpec(batch_T, batch_B)
+        self.max_decorrelation_steps = max_decorrelation_steps
+        self.eval_n_envs = eval_n_envs
+        self.eval_max_steps = eval_max_steps
+        self.eval_max_trajectories = eval_max_trajectories
+        self.eval_env_kwargs = dict(self.env_kwargs if eval_env_kwargs is None else eval_env_kwargs)
+        self.traj_info_cls = traj_info_cls
+        self.collector = collector
+        self.n_workers = n_workers
+        self.cpu_affinity = None if cpu_affinity is None else list(cpu_affinity)
+        self.env_steps = 0
+        self.initialized = False
+        self._closed = False
+        self.agent: Any = None
+        self.env_spaces: Any = None
+        self.examples: dict[str, Any] = {}
+        self.samples: Samples | None = None
+
+    # ----- initialization -----
+
+    def initialize(
+        self,
+        agent: Any,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        bootstrap_value: bool = False,
+        traj_info_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        """Build the envs, the agent's model (if not built yet) and the buffers; start workers.
+
+        Env ``b`` of this rank gets seed ``seed + rank * batch_B + b`` (its global index among
+        ``batch_B * world_size`` envs), so DDP ranks sample different streams and samplers of
+        any kind give env ``b`` the same stream. Eval envs are seeded after all training envs.
+
+        Afterwards :attr:`env_spaces`, :attr:`samples` and :attr:`examples` (one observation,
+        action, reward, done, env_info and agent_info, e.g. to allocate a replay buffer) are set.
+
+        Args:
+            agent: A :class:`~lightning_rl.agents.base.BaseAgent`; initialized here with the
+                env's spaces unless it already is.
+            seed: Base seed of the envs.
+            rank: This process's DDP rank.
+            world_size: Number of DDP ranks.
+            bootstrap_value: Store ``agent.value`` of the last observation in
+                ``samples.agent.bootstrap_value`` (the agent needs a ``value`` method).
+            traj_info_kwargs: Keyword arguments for every ``traj_info_cls(...)``, e.g.
+                ``{"discount": 0.99}``.
+
+        Raises:
+            ValueError: On a bad argument, or if the sampler was initialized already.
+        """
+        if self.initialized:
+            raise ValueError(f"{type(self).__name__} is already initialized; call shutdown() and build a new one")
+        _check_int("seed", seed, None)
+        _check_int("world_size", world_size, 1)
+        if not isinstance(rank, int) or not 0 <= rank < world_size:
+            raise ValueError(f"rank must be an int in [0, world_size={world_size}), got {rank!r}")
+        if bootstrap_value and not callable(getattr(agent, "value", None)):
+            raise ValueError(
+                f"bootstrap_value=True needs an agent with a value() method; {type(agent).__name__} has none"
+            )
+        self._check_workers_args()
+        T, B = self.batch_spec
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.global_B = B * world_size
+        self.env_ranks = [rank * B + b for b in range(B)]
+        self.bootstrap_value = bootstrap_value
+        self.traj_info_factory = self._make_traj_info_factory(traj_info_kwargs)
+
+        env = self.make_env(0)
+        try:
+            self.env_spaces = env.spaces
+            null_action = env.action_space.null_value()
+            observation = env.reset()
+            env_step = env.step(null_action)
+        finally:
+            env.close()
+        self._initialize_agent(agent)
+        self.agent = agent
+
+        # One agent step on B copies of the first observation gives the action and agent_info
+        # examples (dtype, shape) the buffers need.
+        example_inputs = buffer_from_example(observation, B)
+        example_inputs[:] = observation
+        example_action_in = buffer_from_example(null_action, B)
+        agent.reset()
+        agent_step = agent.step(example_inputs, example_action_in, np.zeros(B, dtype=np.float32))
+        agent.reset()
+        action = numpify_buffer(agent_step.action)[0]
+        agent_info = None if agent_step.agent_info is None else numpify_buffer(agent_step.agent_info)[0]
+        self.examples = dict(
+            observation=observation,
+            action=action,
+            reward=np.float32(env_step.reward),
+            done=np.bool_(env_step.done),
+            env_info=env_step.env_info,
+            agent_info=agent_info,
+        )
+        self.samples = self._allocate_samples()
+        self.step_buffer = self._allocate_step_buffer(B, with_action=False)
+        self.eval_step_buffer = None
+        if self.eval_n_envs:
+            self.eval_step_buffer = self._allocate_step_buffer(self.eval_n_envs, with_action=True)
+        self._start()
+        self.initialized = True
+
+    def _check_workers_args(self) -> None:
+        """Subclass hook: validate worker arguments against the machine."""
+
+    def _initialize_agent(self, agent: Any) -> None:
+        share = self.agent_in_shared_memory
+        if not agent.initialized:
+            agent.initialize(self.env_spaces, share_memory=share, global_B=self.global_B, env_ranks=self.env_ranks)
+        elif share and not agent.share_memory_enabled:
+            if agent.device.type != "cpu":
+                raise ValueError(
+                    f"{type(self).__name__} needs the agent's model in CPU shared memory, but the agent is already "
+                    f"initialized on {agent.device}; initialize the sampler before moving the agent"
+                )
+            agent.initialize(self.env_spaces, share_memory=True, global_B=self.global_B, env_ranks=self.env_ranks)
+
+    def _make_traj_info_factory(self, traj_info_kwargs: dict[str, Any] | None) -> Callable[[], Any]:
+        cls = self.traj_info_cls if self.traj_info_cls is not None else default_traj_info_cls(self.env_id)
+        return functools.partial(cls, **(traj_info_kwargs or {}))
+
+    def make_env(self, b: int, evaluation: bool = False) -> Any:
+        """Build training env ``b`` (or eval env ``b``) of this rank, seeded (see :meth:`initialize`)."""
+        if evaluation:
+            seed = self.seed + self.global_B + self.rank * self.eval_n_envs + b
+            return make_env(self.env_id, seed=seed, **self.eval_env_kwargs)
+        return make_env(self.env_id, seed=self.seed + self.env_ranks[b], **self.env_kwargs)
+
+    def decorrelation_rng(self, b: int) -> np.random.Generator:
+        """Random source of env ``b``'s decorrelation steps (independent of the worker layout)."""
+        return np.random.default_rng([self.seed, self.env_ranks[b], 0xDEC0])
+
+    def _allocate_samples(self) -> Samples:
+        T, B = self.batch_spec
+        ex, share = self.examples, self.share_memory
+        agent_fields = dict(
+            action=buffer_from_example(ex["action"], (T, B), share),
+            prev_action=buffer_from_example(ex["action"], (T, B), share),
+            agent_info=buffer_from_example(ex["agent_info"], (T, B), share),
+        )
+        if self.bootstrap_value:
+            agent = AgentSamplesBsv(**agent_fields, bootstrap_value=buffer_from_example(np.float32(0), B, share))
+        else:
+            agent = AgentSamples(**agent_fields)
+        env = EnvSamples(
+            observation=buffer_from_example(ex["observation"], (T, B), share),
+            reward=buffer_from_example(np.float32(0), (T, B), share),
+            prev_reward=buffer_from_example(np.float32(0), (T, B), share),
+            done=buffer_from_example(np.bool_(False), (T, B), share),
+            timeout=buffer_from_example(np.bool_(False), (T, B), share),
+            env_info=buffer_from_example(ex["env_info"], (T, B), share),
+        )
+        return Samples(agent=agent, env=env)
+
+    def _allocate_step_buffer(self, n: int, with_action: bool) -> StepBuffer:
+        ex, share = self.examples, self.share_memory
+        return StepBuffer(
+            observation=buffer_from_example(ex["observation"], n, share),
+            prev_action=buffer_from_example(ex["action"], n, share),
+            prev_reward=buffer_from_example(np.float32(0), n, share),
+            action=buffer_from_example(ex["action"], n, share) if with_action else None,
+            reset_agent=buffer_from_example(np.bool_(False), n, share),
+        )
+
+    def _start(self) -> None:
+        """Subclass hook: build envs and collectors, or fork workers."""
+        raise NotImplementedError
+
+    # ----- sampling -----
+
+    def obtain_samples(self, itr: int) -> tuple[Samples, list[Any]]:
+        """Collect one batch with the agent in sample mode.
+
+        Args:
+            itr: Sampler iteration (the agent's exploration schedules read it).
+
+        Returns:
+            ``(samples, traj_infos)``: the ``[T, B]`` buffer (the same numpy-backed object every
+            call, overwritten in place) and the TrajInfos of episodes completed in the batch.
+        """
+        raise NotImplementedError
+
+    def evaluate_agent(self, itr: int) -> list[Any]:
+        """Run the agent in eval mode on the eval envs; return the completed episodes' TrajInfos.
+
+        Stops after ``eval_max_steps`` steps of every eval env or once
+        ``eval_max_trajectories`` episodes have completed (the first that many are returned).
+        Episodes still running at the end are dropped.
+        """
+        raise NotImplementedError
+
+    def _check_ready(self, what: str) -> None:
+        if not self.initialized:
+            raise ValueError(f"{type(self).__name__}.{what}: call initialize() first")
+        if self.closed:
+            raise RuntimeError(f"{type(self).__name__}.{what}: the sampler was shut down (or a worker failed)")
+
+    def _check_can_evaluate(self) -> None:
+        self._check_ready("evaluate_agent")
+        if self.eval_n_envs == 0:
+            raise ValueError(f"{type(self).__name__}.evaluate_agent: eval_n_envs=0, no eval envs were built")
+
+    def shutdown(self) -> None:
+        """Stop worker processes and close envs; the sampler cannot be used afterwards."""
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`shutdown` ran (or a worker failed)."""
+        return self._closed
+
+    # ----- checkpointing -----
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counters to resume from (parallel samplers restart their envs on resume)."""
+        return {"env_steps": self.env_steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.env_steps = int(state["env_steps"])
+
+    def __enter__(self) -> BaseSampler:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+
+def _check_int(name: str, value: Any, minimum: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def zeros_like_buffer(buffer_: Any) -> Any:
+    """Private zeroed copy of a buffer (same structure, dtypes and shapes)."""
+    return buffer_func(buffer_, np.zeros_like)

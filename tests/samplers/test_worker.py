@@ -1,0 +1,171 @@
+"""Worker supervision: failures surface as clear errors, and nothing is left behind."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from lightning_rl.samplers import AlternatingSampler, CpuSampler, GpuSampler
+from tests.samplers.helpers import ObsAgent, make_counter_env
+
+PARALLEL = [CpuSampler, GpuSampler, AlternatingSampler]
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def make(sampler_cls, **env_kwargs):
+    sampler = sampler_cls(
+        make_counter_env,
+        env_kwargs=env_kwargs or None,
+        batch_T=5,
+        batch_B=4,
+        n_workers=2,
+        eval_n_envs=2,
+        eval_max_steps=50,
+    )
+    sampler.initialize(ObsAgent(alternating=sampler_cls is AlternatingSampler), seed=10)
+    return sampler
+
+
+def alive(pids):
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("sampler_cls", PARALLEL)
+def test_killed_worker_raises_naming_it_and_cleans_up(sampler_cls, no_leaks):
+    sampler = make(sampler_cls)
+    sampler.obtain_samples(0)
+    pids = sampler.worker_pids
+    os.kill(pids[1], signal.SIGKILL)
+    start = time.monotonic()
+    message = r"sampler worker 1 \(\w+-worker-1, pid \d+\) died unexpectedly with exit code -9 \(killed by SIGKILL\)"
+    with pytest.raises(RuntimeError, match=message):
+        sampler.obtain_samples(1)
+    assert time.monotonic() - start < 5
+    assert alive(pids) == []
+    with pytest.raises(RuntimeError, match="was shut down"):
+        sampler.obtain_samples(2)
+
+
+@pytest.mark.parametrize("sampler_cls", PARALLEL)
+def test_exception_in_env_step_names_the_worker_and_the_exception(sampler_cls, no_leaks):
+    # Env 3 (seed 13) lives in worker 1 and raises at its 7th step, in the second batch.
+    sampler = make(sampler_cls, fail_at=7, fail_seed=13)
+    sampler.obtain_samples(0)
+    pids = sampler.worker_pids
+    with pytest.raises(RuntimeError, match=r"sampler worker 1 .* failed with ValueError: boom at step 7") as info:
+        sampler.obtain_samples(1)
+    message = str(info.value)
+    assert "Worker traceback" in message and 'raise ValueError(f"boom at step' in message
+    assert alive(pids) == []
+
+
+def test_exception_while_building_envs_raises_at_initialize(no_leaks):
+    def env_factory(**kwargs):
+        if os.getpid() != main_pid:
+            raise OSError("no emulator in this worker")
+        return make_counter_env()
+
+    main_pid = os.getpid()
+    sampler = CpuSampler(env_factory, batch_T=2, batch_B=2, n_workers=2)
+    with pytest.raises(RuntimeError, match=r"sampler worker \d .* failed with OSError: no emulator in this worker"):
+        sampler.initialize(ObsAgent())
+    sampler.shutdown()
+
+
+@pytest.mark.parametrize("sampler_cls", PARALLEL)
+def test_exception_during_evaluation(sampler_cls, no_leaks):
+    # Eval env 1 (seed 10 + 4 + 1 = 15) belongs to worker 1 and raises at its 3rd step.
+    sampler = make(sampler_cls, fail_at=3, fail_seed=15)
+    with pytest.raises(RuntimeError, match=r"sampler worker 1 .* failed with ValueError: boom at step 3"):
+        sampler.evaluate_agent(0)
+
+
+@pytest.mark.parametrize("sampler_cls", PARALLEL)
+def test_shutdown_and_garbage_collection_leave_no_processes(sampler_cls, no_leaks):
+    sampler = make(sampler_cls)
+    sampler.obtain_samples(0)
+    pids = sampler.worker_pids
+    assert len(alive(pids)) == 2
+    sampler.shutdown()
+    sampler.shutdown()
+    assert alive(pids) == []
+
+    sampler = make(sampler_cls)
+    pids = sampler.worker_pids
+    del sampler
+    gc.collect()
+    assert alive(pids) == []
+
+
+def test_interrupted_batch_makes_the_sampler_refuse_to_continue(no_leaks):
+    class InterruptingAgent(ObsAgent):
+        def step(self, *args):
+            self.n = getattr(self, "n", 0) + 1
+            if self.n == 3:
+                raise KeyboardInterrupt
+            return super().step(*args)
+
+    sampler = GpuSampler(make_counter_env, batch_T=5, batch_B=2, n_workers=2)
+    sampler.initialize(InterruptingAgent(), seed=0)
+    with pytest.raises(KeyboardInterrupt):
+        sampler.obtain_samples(0)
+    with pytest.raises(RuntimeError, match="interrupted mid-batch"):
+        sampler.obtain_samples(1)
+    sampler.shutdown()
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from lightning_rl.samplers import CpuSampler
+    from tests.samplers.helpers import ObsAgent, make_counter_env
+
+    sampler = CpuSampler(make_counter_env, batch_T=5, batch_B=2, n_workers=2)
+    sampler.initialize(ObsAgent(), seed=0)
+    print(" ".join(str(p) for p in sampler.worker_pids), flush=True)
+    itr = 0
+    while True:
+        sampler.obtain_samples(itr)
+        itr += 1
+        time.sleep(0.01)
+    """
+)
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_ctrl_c_or_death_of_the_main_process_ends_the_workers(how):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        line = proc.stdout.readline()
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 2, proc.stderr.read()
+        time.sleep(0.2)
+        proc.send_signal(how)
+        proc.wait(timeout=10)
+        # Ctrl-C: shut down at exit; SIGKILL: orphaned workers notice within about a second.
+        deadline = time.monotonic() + 5
+        while alive(pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert alive(pids) == []
+        if how == signal.SIGINT:
+            assert "KeyboardInterrupt" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
