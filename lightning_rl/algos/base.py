@@ -126,7 +126,8 @@ class RLModule(pl.LightningModule):
 
     def train_dataloader(self) -> DataLoader:
         # batch_size=None: the dataset yields whole batches; workers would copy the sampler.
-        return DataLoader(self.make_dataset(), batch_size=None, num_workers=0)
+        # The identity collate keeps batches as they are (no per-item conversion pass).
+        return DataLoader(self.make_dataset(), batch_size=None, num_workers=0, collate_fn=_keep_batch)
 
     def configure_callbacks(self) -> list[pl.Callback]:
         """Episode statistics and throughput are part of every run."""
@@ -140,7 +141,7 @@ class RLModule(pl.LightningModule):
         # Fit evaluates through EvaluationCallback; only `validate` uses the validation loop.
         if self._trainer is None or self.trainer.state.fn != "validate":
             return []
-        return DataLoader(_EvaluationDataset(self), batch_size=None, num_workers=0)
+        return DataLoader(_EvaluationDataset(self), batch_size=None, num_workers=0, collate_fn=_keep_batch)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self.log_dict({k: float(v) for k, v in batch.items()}, batch_size=1)
@@ -221,6 +222,10 @@ class RLModule(pl.LightningModule):
         """Raise ``ValueError`` naming ``name`` unless ``value`` is positive (or zero if allowed)."""
         if value < 0 or (value == 0 and not allow_zero) or (isinstance(value, float) and math.isnan(value)):
             raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def _keep_batch(batch: Any) -> Any:
+    return batch
 
 
 class _EvaluationDataset(IterableDataset):

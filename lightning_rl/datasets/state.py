@@ -15,6 +15,8 @@ class TrainState:
         itr: Sampler iterations (rollouts or off-policy collection steps) on this rank.
         updates: Gradient updates applied.
         sampler_time: Seconds spent collecting (for throughput statistics).
+        update_credit: Fractional updates owed by the replay ratio, carried to the next iteration.
+        updates_at_sync: ``updates`` when the weights were last published to the sampler.
         new_traj_infos: Episodes completed since the callbacks last read them (not checkpointed).
     """
 
@@ -22,6 +24,8 @@ class TrainState:
     itr: int = 0
     updates: int = 0
     sampler_time: float = 0.0
+    update_credit: float = 0.0
+    updates_at_sync: int = 0
     new_traj_infos: list[Any] = field(default_factory=list)
 
     def record_rollout(self, n_env_steps: int, traj_infos: list[Any]) -> None:
@@ -36,10 +40,19 @@ class TrainState:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"env_steps": self.env_steps, "itr": self.itr, "updates": self.updates, "sampler_time": self.sampler_time}
+        return {
+            "env_steps": self.env_steps,
+            "itr": self.itr,
+            "updates": self.updates,
+            "sampler_time": self.sampler_time,
+            "update_credit": self.update_credit,
+            "updates_at_sync": self.updates_at_sync,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.env_steps = int(state["env_steps"])
         self.itr = int(state["itr"])
         self.updates = int(state["updates"])
         self.sampler_time = float(state.get("sampler_time", 0.0))
+        self.update_credit = float(state.get("update_credit", 0.0))
+        self.updates_at_sync = int(state.get("updates_at_sync", 0))

@@ -1,0 +1,112 @@
+"""Off-policy data: collect, append to the replay, then the replay batches the replay ratio asks for.
+
+Each item of :class:`ReplayDataset` is one sampler iteration: the agent's newest weights are
+published to the sampler, one ``[T, B]`` batch is collected and appended to the replay, and
+``replay_ratio * T * B / batch_size`` replay batches (fractions carry over between iterations)
+are sampled and stacked along a new leading ``[K]`` dim, so ``training_step`` runs ``K``
+updates from one call (DESIGN.md: Lightning's per-call cost is paid once per K updates). Before
+``min_steps_learn`` env steps, an item is an empty tuple and ``training_step`` does nothing.
+
+Every replay batch carries its own ``idxs`` and ``is_weights``, so priorities computed in
+``training_step`` go back to the right rows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.utils.data import IterableDataset
+
+from lightning_rl.agents.base import BaseAgent
+from lightning_rl.data.buffers import buffer_func
+from lightning_rl.datasets.state import TrainState
+
+
+class ReplayDataset(IterableDataset):
+    """Collects with the current agent into a replay and yields stacked replay batches.
+
+    Args:
+        sampler: An initialized sampler.
+        agent: The agent the sampler acts with.
+        replay: A replay buffer (``append_samples``, ``sample_batch``).
+        state: Counters shared with the LightningModule (checkpointed there).
+        iterations_per_epoch: Sampler iterations per Lightning epoch (``__len__``).
+        batch_size: Transitions (or sequences) per replay batch.
+        replay_ratio: Replayed transitions per collected transition (rlpyt's ``replay_ratio``);
+            ``batch_size * K / (T * B)`` on average.
+        min_steps_learn: Env steps (this rank) collected before the first update.
+        samples_to_buffer: Turns the sampler's ``Samples`` ``[T, B]`` into what the replay stores.
+        updates_per_sync: Publish the trained weights to the sampler every this many updates.
+    """
+
+    def __init__(
+        self,
+        sampler: Any,
+        agent: BaseAgent,
+        replay: Any,
+        state: TrainState,
+        iterations_per_epoch: int,
+        batch_size: int,
+        replay_ratio: float,
+        min_steps_learn: int,
+        samples_to_buffer: Callable[[Any], Any],
+        updates_per_sync: int = 1,
+    ) -> None:
+        super().__init__()
+        if iterations_per_epoch < 1:
+            raise ValueError(f"iterations_per_epoch must be >= 1, got {iterations_per_epoch}")
+        self.sampler = sampler
+        self.agent = agent
+        self.replay = replay
+        self.state = state
+        self.iterations_per_epoch = iterations_per_epoch
+        self.batch_size = batch_size
+        self.updates_per_iteration = replay_ratio * sampler.batch_spec.size / batch_size
+        self.min_steps_learn = min_steps_learn
+        self.samples_to_buffer = samples_to_buffer
+        self.updates_per_sync = updates_per_sync
+
+    def __len__(self) -> int:
+        return self.iterations_per_epoch
+
+    def __iter__(self) -> Iterator[Any]:
+        for _ in range(self.iterations_per_epoch):
+            yield self.collect()
+
+    def collect(self) -> Any:
+        """One sampler iteration into the replay, then this iteration's replay batches."""
+        itr = self.state.itr
+        if self.state.updates - self.state.updates_at_sync >= self.updates_per_sync:
+            self.agent.sync_shared_memory()
+            self.state.updates_at_sync = self.state.updates
+        t0 = time.perf_counter()
+        samples, traj_infos = self.sampler.obtain_samples(itr)
+        self.state.sampler_time += time.perf_counter() - t0
+        self.agent.train_mode(itr)
+        self.replay.append_samples(self.samples_to_buffer(samples))
+        self.state.record_rollout(self.sampler.batch_spec.size, traj_infos)
+        if self.state.env_steps < self.min_steps_learn:
+            return ()
+        self.state.update_credit += self.updates_per_iteration
+        n_updates = int(self.state.update_credit)
+        self.state.update_credit -= n_updates
+        if n_updates == 0:
+            return ()
+        batches = [self.replay.sample_batch(self.batch_size) for _ in range(n_updates)]
+        return stack_batches(batches)
+
+
+def stack_batches(batches: list[Any]) -> Any:
+    """Stack same-structured batches along a new leading ``[K]`` dim (tensors or arrays)."""
+    first = batches[0]
+    if len(batches) == 1:
+        return buffer_func(first, lambda x: x[None])
+    leaves: list[list[Any]] = []
+    for b in batches:
+        flat: list[Any] = []
+        buffer_func(b, flat.append)
+        leaves.append(flat)
+    stacked = iter([torch.stack([torch.as_tensor(group[i]) for group in leaves]) for i in range(len(leaves[0]))])
+    return buffer_func(first, lambda _: next(stacked))
