@@ -160,8 +160,27 @@ class RLModule(pl.LightningModule):
         optimizer.step()
         self.train_state.updates += 1
 
+    @property
+    def budget_reached(self) -> bool:
+        """Whether ``total_env_steps`` have been collected."""
+        return self.total_env_steps is not None and self.global_env_steps >= self.total_env_steps
+
+    def logging_due(self) -> bool:
+        """Whether this sampler iteration's metrics are logged.
+
+        Every ``Trainer(log_every_n_steps)`` iterations, at the last iteration of each epoch (so
+        epoch-end callbacks such as EarlyStopping see fresh values) and at the end of the budget.
+        Lightning's per-key bookkeeping costs about 0.3 ms per logged value on a 2-core CPU, as
+        much as a small update, so skipping the iterations in between matters.
+        """
+        itr = self.train_state.itr
+        every = self.trainer.log_every_n_steps if self._trainer is not None else 1
+        return itr % max(every, 1) == 0 or itr % self.iterations_per_epoch == 0 or self.budget_reached
+
     def log_step_metrics(self, metrics: dict[str, Any]) -> None:
-        """Log once per sampler iteration, with env steps (summed over ranks) as the x-axis."""
+        """Log a sampler iteration's aggregates, with env steps (over all ranks) as the x-axis."""
+        if not self.logging_due():
+            return
         metrics = {k: float(v) for k, v in metrics.items()}
         metrics["step"] = float(self.global_env_steps)
         self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=1)
@@ -173,8 +192,9 @@ class RLModule(pl.LightningModule):
         return self.train_state.env_steps * world
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self.log("env_steps", float(self.global_env_steps), on_step=True, on_epoch=False, prog_bar=True, batch_size=1)
-        if self.total_env_steps is not None and self.global_env_steps >= self.total_env_steps:
+        if self.logging_due():
+            self.log("env_steps", float(self.global_env_steps), on_step=True, on_epoch=False, prog_bar=True, batch_size=1)
+        if self.budget_reached:
             self.trainer.should_stop = True
 
     # ----- checkpoints -----

@@ -46,6 +46,7 @@ class EpisodeStatsCallback(pl.Callback):
         if infos:
             self._seen_any = True
             self.episodes.update(len(infos))
+        if self._seen_any and pl_module.logging_due():
             metrics = {"train/return_mean": self.return_mean.compute(), "train/length_mean": self.length_mean.compute()}
             if self._has_game_score:
                 metrics["train/game_score_mean"] = self.game_score_mean.compute()

@@ -1,0 +1,116 @@
+"""Lightning's own cost per training step: PPO updates under the Trainer vs a plain PyTorch loop.
+
+Both run the same PPO update (same model, same optimizer, same rollout: 8 envs x 32 steps of
+CartPole, 4 epochs x 4 minibatches) on a pre-collected rollout, so env stepping is out of the
+picture and the difference is the framework: Lightning's loop, hooks, logging once per rollout,
+our dataset wrapper and callbacks. Issue target: overhead under 10% of a training step.
+
+Usage::
+
+    python benchmarks/lightning_overhead.py --steps 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Iterator
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import IterableDataset
+
+from lightning_rl.agents import CategoricalPgAgent
+from lightning_rl.algos import PPO
+from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
+from lightning_rl.samplers import SerialSampler
+
+
+class _FixedRollouts(IterableDataset):
+    """Yields one pre-collected rollout ``steps`` times."""
+
+    def __init__(self, batch: OnPolicyBatch, steps: int) -> None:
+        self.batch, self.steps = batch, steps
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self) -> Iterator[OnPolicyBatch]:
+        for _ in range(self.steps):
+            yield self.batch
+
+
+class FixedDataPPO(PPO):
+    """PPO whose dataset replays one rollout, to time the update path alone."""
+
+    steps = 100
+    rollout: OnPolicyBatch | None = None
+
+    def make_dataset(self) -> IterableDataset:
+        if self.rollout is None:
+            self.rollout = super().make_dataset().collect()
+        return _FixedRollouts(self.rollout, self.steps)
+
+
+def make_module(steps: int) -> FixedDataPPO:
+    pl.seed_everything(0, verbose=False)
+    module = FixedDataPPO(
+        CategoricalPgAgent(hidden_sizes=[64, 64]),
+        SerialSampler(env_id="CartPole-v1", batch_T=32, batch_B=8),
+        epochs=4, minibatches=4, linear_lr_schedule=False, total_env_steps=10**9, log_interval_steps=256 * steps,
+    )
+    module.steps = steps
+    return module
+
+
+def time_lightning(steps: int) -> float:
+    module = make_module(steps)
+    trainer = pl.Trainer(
+        max_epochs=1, accelerator="cpu", logger=pl.loggers.CSVLogger("/tmp/lightning_rl_overhead"),
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )
+    module.setup("fit")  # collect the rollout before timing
+    module.make_dataset()
+    start = time.perf_counter()
+    trainer.fit(module)
+    return (time.perf_counter() - start) / steps
+
+
+def time_plain(steps: int) -> float:
+    module = make_module(steps)
+    module.setup("fit")
+    module.make_dataset()
+    batch = module.rollout
+    agent = module.agent
+    optimizer = torch.optim.Adam(agent.parameters_for("model"), lr=module.learning_rate, eps=module.optimizer_eps)
+    generator = module.minibatch_generator
+    start = time.perf_counter()
+    for _ in range(steps):
+        for _ in range(module.epochs):
+            for minibatch in iterate_minibatches(batch, module.minibatches, False, generator):
+                terms = module.loss(minibatch, module.ratio_clip)
+                optimizer.zero_grad(set_to_none=True)
+                terms["loss"].backward()
+                torch.nn.utils.clip_grad_norm_(agent.parameters(), module.clip_grad_norm)
+                optimizer.step()
+    return (time.perf_counter() - start) / steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300, help="training steps (rollouts) per measurement")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    plain, lightning = [], []
+    for _ in range(args.repeats):
+        plain.append(time_plain(args.steps))
+        lightning.append(time_lightning(args.steps))
+    p, q = min(plain), min(lightning)
+    print(f"plain PyTorch loop : {p * 1e3:7.2f} ms per training step (16 updates)")
+    print(f"lightning_rl + PL  : {q * 1e3:7.2f} ms per training step")
+    print(f"overhead           : {(q - p) * 1e3:7.2f} ms = {100 * (q - p) / q:.1f}% of a training step (target < 10%)")
+
+
+if __name__ == "__main__":
+    main()
