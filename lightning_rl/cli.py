@@ -7,6 +7,13 @@ Examples::
     lightning-rl validate --config configs/ppo/cartpole.yaml --ckpt_path path/to.ckpt
     lightning-rl play --config configs/ppo/cartpole.yaml --ckpt_path path/to.ckpt --video_folder videos
     lightning-rl fit --config configs/ppo/cartpole.yaml --print_config
+    lightning-rl fit --params configs/params/ppo_mujoco.py --cpanel '{"lr": 1e-4, "env": "Hopper-v5"}'
+
+``--params FILE --cpanel JSON`` runs a parameter file's ``gen_params`` (``lightning_rl.params``)
+and hands its config to LightningCLI in place of a ``--config`` file. Each run's log dir keeps the
+resolved ``config.yaml`` (LightningCLI) and ``run_info.yaml`` (version, code hash, git commit); on
+SIGINT or SIGUSR1 the run saves ``last.ckpt`` and exits with status 0, so ``--ckpt_path last``
+resumes it (``RunDirectoryCallback``, added unless the config has one).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from pytorch_lightning.callbacks import ProgressBar, RichProgressBar
 from pytorch_lightning.cli import LightningCLI
 
 from lightning_rl.algos.base import RLModule
+from lightning_rl.callbacks.run_directory import RunDirectoryCallback
+from lightning_rl.params import expand_params_args
 
 
 class RLTrainer(pl.Trainer):
@@ -79,13 +88,20 @@ class RLCLI(LightningCLI):
         return commands
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
-        """The Trainer, with a Rich progress bar unless the config has one or disables it."""
+        """The Trainer, with a Rich progress bar unless the config has one or disables it, and a
+        :class:`RunDirectoryCallback` (``run_info.yaml``, checkpoint on SIGINT/SIGUSR1) unless the
+        config has one."""
         config = self._get(self.config_init, "trainer", default={}) or {}
         callbacks = list(config.get("callbacks") or [])
+        extra: list[pl.Callback] = []
         if config.get("enable_progress_bar", True) is not False and not any(
             isinstance(c, ProgressBar) for c in callbacks
         ):
-            kwargs["callbacks"] = [*callbacks, RichProgressBar()]
+            extra.append(RichProgressBar())
+        if not any(isinstance(c, RunDirectoryCallback) for c in callbacks):
+            extra.append(RunDirectoryCallback())
+        if extra:
+            kwargs["callbacks"] = [*callbacks, *extra]
         return super().instantiate_trainer(**kwargs)
 
 
@@ -95,6 +111,15 @@ def main(args: list[str] | None = None) -> None:
     import lightning_rl.algos  # noqa: F401
     import lightning_rl.callbacks  # noqa: F401
 
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        expanded = expand_params_args(argv)
+    except ValueError as error:
+        # Reported as argparse reports usage errors: on stderr, exit status 2.
+        print(f"lightning-rl: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from error
+    if expanded != argv:
+        args = expanded
     torch.set_float32_matmul_precision("high")
     RLCLI(
         RLModule,

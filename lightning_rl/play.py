@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from lightning_rl.algos.base import RLModule
+from lightning_rl.data.buffers import buffer_func
 from lightning_rl.envs import make_env
 from lightning_rl.envs.atari import AtariEnv
 
@@ -47,14 +48,17 @@ def play_episodes(
     for episode in range(episodes):
         observation = env.reset()
         agent.reset()
-        prev_action = np.asarray(env.action_space.null_value())
+        prev_action = env.action_space.null_value()
         prev_reward = 0.0
         total, length = 0.0, 0
         for _ in range(max_steps_per_episode):
+            # A batch of one env; actions may be structures (one field per agent).
             step = agent.step(
-                np.asarray(observation)[None], prev_action[None], np.array([prev_reward], dtype=np.float32)
+                buffer_func(observation, _batch_of_one),
+                buffer_func(prev_action, _batch_of_one),
+                np.array([prev_reward], dtype=np.float32),
             )
-            action = step.action[0].numpy()
+            action = buffer_func(step.action, lambda a: a[0].numpy())
             env_step = env.step(action)
             if isinstance(env, AtariEnv) and video_folder is not None:
                 frames.append(env.render())
@@ -70,6 +74,10 @@ def play_episodes(
             frames = []
     env.close()
     return results
+
+
+def _batch_of_one(x: Any) -> np.ndarray:
+    return np.asarray(x)[None]
 
 
 def _make_recording_env(env_id: Any, env_kwargs: dict[str, Any], video_folder: str | None) -> Any:

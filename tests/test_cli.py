@@ -85,3 +85,11 @@ def test_ddp_on_cpu_two_ranks(in_tmp):
     state = torch.load(in_tmp / "lightning_logs" / "ppo_cartpole" / "checkpoints" / "last.ckpt", weights_only=True)
     # Each rank collected its share: 2 ranks x 256 env steps per rank reach the 512 budget.
     assert state["lightning_rl"]["train_state"]["env_steps"] == 256
+
+
+def test_play_multiagent_env_without_checkpoint(in_tmp, capsys):
+    config = str(ROOT / "configs" / "ppo" / "multiagent_coopgrid.yaml")
+    main(["play", "--config", config, "--episodes", "2"])
+    out = capsys.readouterr().out
+    assert "episode 1: return" in out
+    assert "length 20" in out  # CoopGrid episodes last 20 steps

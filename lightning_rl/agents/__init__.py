@@ -15,8 +15,17 @@ from lightning_rl.agents.base import (
     is_image_space,
     make_target_model,
 )
-from lightning_rl.agents.dqn import CatDqnAgent, CatDqnAgentInfo, DqnAgent, DqnAgentInfo, R2d1Agent, R2d1AgentInfo
+from lightning_rl.agents.dqn import (
+    AlternatingR2d1Agent,
+    CatDqnAgent,
+    CatDqnAgentInfo,
+    DqnAgent,
+    DqnAgentInfo,
+    R2d1Agent,
+    R2d1AgentInfo,
+)
 from lightning_rl.agents.epsilon import EpsilonGreedyAgentMixin, log_spaced_epsilons
+from lightning_rl.agents.multiagent import SHARED_AGENT_KEY, MultiAgent
 from lightning_rl.agents.pg import (
     AgentInfo,
     AgentInfoRnn,
@@ -41,6 +50,7 @@ __all__ = [
     "AgentStep",
     "AlternatingCategoricalPgAgent",
     "AlternatingGaussianPgAgent",
+    "AlternatingR2d1Agent",
     "AlternatingRecurrentAgentMixin",
     "BaseAgent",
     "CatDqnAgent",
@@ -52,11 +62,13 @@ __all__ = [
     "DqnAgentInfo",
     "EpsilonGreedyAgentMixin",
     "GaussianPgAgent",
+    "MultiAgent",
     "PgAgentBase",
     "QpgAgentBase",
     "R2d1Agent",
     "R2d1AgentInfo",
     "RecurrentAgentMixin",
+    "SHARED_AGENT_KEY",
     "SacAgent",
     "SacAgentInfo",
     "Td3Agent",

@@ -22,7 +22,7 @@ from lightning_rl.agents.base import (
     make_target_model,
 )
 from lightning_rl.agents.epsilon import EpsilonGreedyAgentMixin
-from lightning_rl.agents.recurrent import RecurrentAgentMixin, rnn_state_to_samples
+from lightning_rl.agents.recurrent import AlternatingRecurrentAgentMixin, RecurrentAgentMixin, rnn_state_to_samples
 from lightning_rl.data.buffers import buffer_func, buffer_to
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.distributions import CategoricalEpsilonGreedy, EpsilonGreedy
@@ -37,6 +37,7 @@ from lightning_rl.models import (
 )
 
 __all__ = [
+    "AlternatingR2d1Agent",
     "CatDqnAgent",
     "CatDqnAgentInfo",
     "DqnAgent",
@@ -323,3 +324,7 @@ class R2d1Agent(RecurrentAgentMixin, DqnAgent):
         agent_info = R2d1AgentInfo(q=q, prev_rnn_state=rnn_state_to_samples(prev_rnn_state))
         self.advance_rnn_state(rnn_state)
         return buffer_to(AgentStep(action, agent_info), "cpu")
+
+
+class AlternatingR2d1Agent(AlternatingRecurrentAgentMixin, R2d1Agent):
+    """:class:`R2d1Agent` with two alternating RNN states (and epsilons per half), for alternating samplers."""

@@ -9,6 +9,11 @@ With ``eps_final_min`` set, each env gets its own final epsilon (Ape-X, Horgan e
 the ``global_B`` envs over all ranks are given values log-spaced from ``eps_final_min`` (global
 env 0) to ``eps_final`` (global env ``global_B - 1``), and this agent keeps the ones of its
 ``env_ranks``. Evaluation always uses ``eps_eval``.
+
+An agent whose ``alternating`` flag is set (an alternating sampler's agent, which acts for one
+half of its ``B`` envs at a time) gets ``B / 2`` epsilons, spaced over ``global_B / 2`` env
+pairs, that both halves use: env ``j`` of the first half and env ``j`` of the second share
+one (rlpyt's ``alternating`` flag).
 """
 
 from __future__ import annotations
@@ -47,6 +52,10 @@ class EpsilonGreedyAgentMixin:
         ValueError: If an epsilon is outside ``[0, 1]``, ``eps_final_min`` is not in
             ``(0, eps_final]``, or ``eps_itr_max < eps_itr_min``.
     """
+
+    #: Acts for the two halves of an alternating sampler's envs in turn (set by
+    #: ``AlternatingRecurrentAgentMixin``; set it on a feed-forward agent used with one).
+    alternating = False
 
     def __init__(
         self,
@@ -113,7 +122,8 @@ class EpsilonGreedyAgentMixin:
             env_ranks: Global indexes of this agent's envs (default ``range(global_B)``).
 
         Raises:
-            ValueError: If an env rank is outside ``[0, global_B)``.
+            ValueError: If an env rank is outside ``[0, global_B)``, or an alternating agent's
+                envs do not form whole pairs ``(2k, 2k + 1)``.
         """
         if self.eps_final_min is None:
             self.eps_init, self.eps_final = self._eps_init_scalar, self._eps_final_scalar
@@ -121,6 +131,15 @@ class EpsilonGreedyAgentMixin:
             ranks = list(range(global_B)) if env_ranks is None else [int(r) for r in env_ranks]
             if any(not 0 <= r < global_B for r in ranks):
                 raise ValueError(f"env_ranks={ranks} must lie in [0, global_B={global_B})")
+            if self.alternating:
+                # Each step acts for one half of the envs: B / 2 epsilons, one per pair (rlpyt).
+                pairs = sorted({r // 2 for r in ranks})
+                if global_B % 2 or 2 * len(pairs) != len(ranks):
+                    raise ValueError(
+                        f"alternating agent: global_B={global_B} must be even and env_ranks={ranks} must form "
+                        "pairs (2k, 2k + 1), as an even number of consecutive envs does"
+                    )
+                global_B, ranks = global_B // 2, pairs
             finals = log_spaced_epsilons(self.eps_final_min, self._eps_final_scalar, global_B)[ranks]
             self.eps_final = torch.as_tensor(finals, dtype=torch.float32)
             self.eps_init = torch.full((len(ranks),), self._eps_init_scalar)

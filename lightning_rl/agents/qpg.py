@@ -33,7 +33,7 @@ from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.distributions import DistInfoStd, Gaussian
 from lightning_rl.models import MuMlpModel, PiMlpModel, QofMuMlpModel, update_state_dict
 
-__all__ = ["DdpgAgent", "DdpgAgentInfo", "QpgAgentBase", "SacAgent", "SacAgentInfo", "Td3Agent"]
+__all__ = ["DdpgAgent", "DdpgAgentInfo", "QpgAgentBase", "SacAgent", "SacAgentInfo", "Td3Agent", "UniformActions"]
 
 
 class DdpgAgentInfo(NamedArrayTupleBase):
@@ -48,11 +48,24 @@ class SacAgentInfo(NamedArrayTupleBase):
     dist_info: Any
 
 
+class UniformActions:
+    """Network-scale actions uniform in ``[-1, 1]^A`` (env bounds after scaling), ignoring the policy."""
+
+    def sample(self, dist_info: DistInfoStd) -> torch.Tensor:
+        """Actions shaped, typed and placed like ``dist_info.mean`` ``[..., A]``."""
+        return torch.rand_like(dist_info.mean).mul_(2.0).sub_(1.0)
+
+
+_UNIFORM_ACTIONS = UniformActions()
+
+
 class QpgAgentBase(BaseAgent):
     """Action scaling, pretraining noise and target updates shared by DDPG, TD3 and SAC.
 
     Before iteration ``min_itr_learn`` (set by the algorithm with :meth:`set_min_itr_learn`)
-    sampling uses the fixed noise ``pretrain_std`` around the untrained policy, when given.
+    sampling uses the fixed noise ``pretrain_std`` around the untrained policy, when given, or
+    actions uniform in the env's bounds when the algorithm asks for them (``uniform=True``,
+    Stable-Baselines3's ``learning_starts``).
     """
 
     action_scale: torch.Tensor
@@ -64,12 +77,21 @@ class QpgAgentBase(BaseAgent):
             raise ValueError(f"pretrain_std={pretrain_std} must be positive or None")
         self.pretrain_std = pretrain_std
         self.min_itr_learn = 0
+        self.pretrain_uniform = False
         self._pretraining = False
         self._pretrain_distribution: Gaussian | None = None
 
-    def set_min_itr_learn(self, min_itr_learn: int) -> None:
-        """Iteration from which sampling uses the policy's own noise (``pretrain_std`` before)."""
+    def set_min_itr_learn(self, min_itr_learn: int, uniform: bool | None = None) -> None:
+        """Iteration from which sampling uses the policy's own noise.
+
+        Args:
+            min_itr_learn: First sampler iteration acting with the policy's noise.
+            uniform: Before it, act uniformly at random in the env's bounds (True) or with
+                ``pretrain_std`` noise (False); None keeps the current choice.
+        """
         self.min_itr_learn = int(min_itr_learn)
+        if uniform is not None:
+            self.pretrain_uniform = bool(uniform)
 
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         name = type(self).__name__
@@ -120,13 +142,16 @@ class QpgAgentBase(BaseAgent):
         return (action.to(self.action_scale.device) - self.action_bias) / self.action_scale
 
     def sample_mode(self, itr: int) -> None:
-        """Sample with ``pretrain_std`` before ``min_itr_learn``, the usual noise after."""
+        """Sample with ``pretrain_std`` (or uniformly) before ``min_itr_learn``, the usual noise after."""
         super().sample_mode(itr)
-        self._pretraining = self.pretrain_std is not None and itr < self.min_itr_learn
+        pretrain = self.pretrain_uniform or self.pretrain_std is not None
+        self._pretraining = pretrain and itr < self.min_itr_learn
 
-    def sampling_distribution(self) -> Gaussian:
+    def sampling_distribution(self) -> Gaussian | UniformActions:
         """The distribution :meth:`step` samples from (the pretraining one before ``min_itr_learn``)."""
         if self._pretraining:
+            if self.pretrain_uniform:
+                return _UNIFORM_ACTIONS
             if self._pretrain_distribution is None:
                 self._pretrain_distribution = copy.copy(self.distribution)
                 self._pretrain_distribution.set_std(self.pretrain_std)

@@ -128,25 +128,42 @@ class AlternatingRecurrentAgentMixin(RecurrentAgentMixin):
     while the other half's envs step. Each :meth:`advance_rnn_state` stores the new state as the
     state of the half that just acted and switches to the other half's state. Env indexes in
     :meth:`reset_one` count over both halves: envs ``0 .. B/2 - 1`` act first and
-    ``B/2 .. B - 1`` second.
+    ``B/2 .. B - 1`` second. After a batch the sampler asks :meth:`value` for half 0 and then
+    half 1 without stepping in between, so values keep their own turn: it starts at the half
+    due to act next and moves on at every :meth:`value` call. ``alternating = True`` also tells
+    per-env schedules (vector epsilon) that each step acts for half of the envs.
     """
 
+    alternating = True
     # Replaced, never mutated: the tuples are safe class-level defaults.
     _rnn_state_pair: tuple[Any, Any] | list[Any] = (None, None)
     _sample_rnn_state_pair: tuple[Any, Any] | list[Any] = (None, None)
     _alt = 0
     _sample_alt = 0
+    _value_alt = 0
 
     def advance_rnn_state(self, new_rnn_state: Any) -> None:
         self._rnn_state_pair = list(self._rnn_state_pair)
         self._rnn_state_pair[self._alt] = new_rnn_state
         self._alt ^= 1
+        self._value_alt = self._alt
         self._prev_rnn_state = self._rnn_state_pair[self._alt]
+
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
+        """The agent's ``value`` for the half whose value turn it is (see the class docstring)."""
+        acting = self._prev_rnn_state
+        self._prev_rnn_state = self._rnn_state_pair[self._value_alt]
+        try:
+            return super().value(observation, prev_action, prev_reward)
+        finally:
+            self._prev_rnn_state = acting
+            self._value_alt ^= 1
 
     def reset(self) -> None:
         super().reset()
         self._rnn_state_pair = [None, None]
         self._alt = 0
+        self._value_alt = 0
 
     def reset_one(self, idx: int) -> None:
         """Zero env ``idx``'s state, ``idx`` counting over both halves."""
@@ -172,7 +189,7 @@ class AlternatingRecurrentAgentMixin(RecurrentAgentMixin):
     def sample_mode(self, itr: int) -> None:
         if self._mode != "sample":
             self._rnn_state_pair = list(self._sample_rnn_state_pair)
-            self._alt = self._sample_alt
+            self._alt = self._value_alt = self._sample_alt
         super().sample_mode(itr)
 
     def _stash_pair(self) -> None:
@@ -180,7 +197,7 @@ class AlternatingRecurrentAgentMixin(RecurrentAgentMixin):
             self._sample_rnn_state_pair = list(self._rnn_state_pair)
             self._sample_alt = self._alt
         self._rnn_state_pair = [None, None]
-        self._alt = 0
+        self._alt = self._value_alt = 0
 
     def get_extra_state(self) -> dict[str, Any]:
         state = super().get_extra_state()
@@ -198,6 +215,7 @@ class AlternatingRecurrentAgentMixin(RecurrentAgentMixin):
         pair = [_from_storable(s, cls) for s in state["sample_rnn_state_pair"]]
         if self._mode == "sample":
             self._rnn_state_pair, self._alt = pair, int(state["sample_alt"])
+            self._value_alt = self._alt
             self._prev_rnn_state = pair[self._alt]
         else:
             self._sample_rnn_state_pair, self._sample_alt = pair, int(state["sample_alt"])

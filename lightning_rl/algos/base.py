@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, Literal
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
@@ -28,6 +29,7 @@ from lightning_rl.data.buffers import buffer_to
 from lightning_rl.datasets.state import TrainState
 
 CHECKPOINT_KEY = "lightning_rl"
+_NO_PROFILER = PassThroughProfiler()
 
 
 class RLModule(pl.LightningModule):
@@ -127,7 +129,16 @@ class RLModule(pl.LightningModule):
     def train_dataloader(self) -> DataLoader:
         # batch_size=None: the dataset yields whole batches; workers would copy the sampler.
         # The identity collate keeps batches as they are (no per-item conversion pass).
-        return DataLoader(self.make_dataset(), batch_size=None, num_workers=0, collate_fn=_keep_batch)
+        dataset = self.make_dataset()
+        if hasattr(dataset, "profiler"):
+            # The dataset times its sections ("sampler/obtain", ...) with the Trainer's profiler.
+            dataset.profiler = self.profiler
+        return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_keep_batch)
+
+    @property
+    def profiler(self) -> Profiler:
+        """The Trainer's profiler: a no-op ``PassThroughProfiler`` unless ``Trainer(profiler=...)``."""
+        return self._trainer.profiler if self._trainer is not None else _NO_PROFILER
 
     def configure_callbacks(self) -> list[pl.Callback]:
         """Episode statistics and throughput are part of every run."""
@@ -153,11 +164,12 @@ class RLModule(pl.LightningModule):
 
     def optimizer_step(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
         """One manual update: zero grads, backward, optional grad-norm clip, step."""
-        optimizer.zero_grad(set_to_none=True)
-        self.manual_backward(loss)
-        if clip_grad_norm is not None:
-            self.clip_gradients(optimizer, gradient_clip_val=clip_grad_norm, gradient_clip_algorithm="norm")
-        optimizer.step()
+        with self.profiler.profile("learner/update"):
+            optimizer.zero_grad(set_to_none=True)
+            self.manual_backward(loss)
+            if clip_grad_norm is not None:
+                self.clip_gradients(optimizer, gradient_clip_val=clip_grad_norm, gradient_clip_algorithm="norm")
+            optimizer.step()
         self.train_state.updates += 1
 
     @property

@@ -10,17 +10,16 @@ dataset has a ``__len__`` so Lightning does not fetch ahead).
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset
 
 from lightning_rl.agents.base import AgentInputs, BaseAgent
 from lightning_rl.data.arrays import iterate_mb_idxs
 from lightning_rl.data.buffers import buffer_func, torchify_buffer
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.datasets.base import SamplerDataset
 from lightning_rl.datasets.state import TrainState
 from lightning_rl.returns import generalized_advantage_estimation_tl, valid_from_done
 
@@ -43,7 +42,7 @@ class OnPolicyBatch(NamedArrayTupleBase):
     init_rnn_state: Any
 
 
-class OnPolicyDataset(IterableDataset):
+class OnPolicyDataset(SamplerDataset):
     """Collects rollouts with the current agent and yields them as :class:`OnPolicyBatch` es.
 
     Args:
@@ -68,35 +67,19 @@ class OnPolicyDataset(IterableDataset):
         normalize_advantage: bool,
         recurrent: bool = False,
     ) -> None:
-        super().__init__()
-        if iterations_per_epoch < 1:
-            raise ValueError(f"iterations_per_epoch must be >= 1, got {iterations_per_epoch}")
-        self.sampler = sampler
-        self.agent = agent
-        self.state = state
-        self.iterations_per_epoch = iterations_per_epoch
+        super().__init__(sampler, agent, state, iterations_per_epoch)
         self.discount = discount
         self.gae_lambda = gae_lambda
         self.normalize_advantage = normalize_advantage
         self.recurrent = recurrent
 
-    def __len__(self) -> int:
-        return self.iterations_per_epoch
-
-    def __iter__(self) -> Iterator[OnPolicyBatch]:
-        for _ in range(self.iterations_per_epoch):
-            yield self.collect()
-
     def collect(self) -> OnPolicyBatch:
         """Collect one rollout with the newest weights and compute its training targets."""
-        itr = self.state.itr
-        self.agent.sync_shared_memory()
-        t0 = time.perf_counter()
-        samples, traj_infos = self.sampler.obtain_samples(itr)
-        self.state.sampler_time += time.perf_counter() - t0
-        self.agent.train_mode(itr)
-        self.state.record_rollout(self.sampler.batch_spec.size, traj_infos)
-        return self.process_samples(samples)
+        with self.profiler.profile("sampler"):
+            self.agent.sync_shared_memory()
+            samples = self.obtain()
+            with self.profiler.profile("sampler/targets"):
+                return self.process_samples(samples)
 
     def process_samples(self, samples: Any) -> OnPolicyBatch:
         """GAE advantages and returns (timeout-aware), then the batch as CPU tensors."""

@@ -13,18 +13,17 @@ Every replay batch carries its own ``idxs`` and ``is_weights``, so priorities co
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
-from torch.utils.data import IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.data.buffers import buffer_func
+from lightning_rl.datasets.base import SamplerDataset
 from lightning_rl.datasets.state import TrainState
 
 
-class ReplayDataset(IterableDataset):
+class ReplayDataset(SamplerDataset):
     """Collects with the current agent into a replay and yields stacked replay batches.
 
     Args:
@@ -54,39 +53,23 @@ class ReplayDataset(IterableDataset):
         samples_to_buffer: Callable[[Any], Any],
         updates_per_sync: int = 1,
     ) -> None:
-        super().__init__()
-        if iterations_per_epoch < 1:
-            raise ValueError(f"iterations_per_epoch must be >= 1, got {iterations_per_epoch}")
-        self.sampler = sampler
-        self.agent = agent
+        super().__init__(sampler, agent, state, iterations_per_epoch)
         self.replay = replay
-        self.state = state
-        self.iterations_per_epoch = iterations_per_epoch
         self.batch_size = batch_size
         self.updates_per_iteration = replay_ratio * sampler.batch_spec.size / batch_size
         self.min_steps_learn = min_steps_learn
         self.samples_to_buffer = samples_to_buffer
         self.updates_per_sync = updates_per_sync
 
-    def __len__(self) -> int:
-        return self.iterations_per_epoch
-
-    def __iter__(self) -> Iterator[Any]:
-        for _ in range(self.iterations_per_epoch):
-            yield self.collect()
-
     def collect(self) -> Any:
         """One sampler iteration into the replay, then this iteration's replay batches."""
-        itr = self.state.itr
         if self.state.updates - self.state.updates_at_sync >= self.updates_per_sync:
             self.agent.sync_shared_memory()
             self.state.updates_at_sync = self.state.updates
-        t0 = time.perf_counter()
-        samples, traj_infos = self.sampler.obtain_samples(itr)
-        self.state.sampler_time += time.perf_counter() - t0
-        self.agent.train_mode(itr)
-        self.replay.append_samples(self.samples_to_buffer(samples))
-        self.state.record_rollout(self.sampler.batch_spec.size, traj_infos)
+        with self.profiler.profile("sampler"):
+            samples = self.obtain()
+            with self.profiler.profile("sampler/append"):
+                self.replay.append_samples(self.samples_to_buffer(samples))
         if self.state.env_steps < self.min_steps_learn:
             return ()
         self.state.update_credit += self.updates_per_iteration
@@ -94,8 +77,9 @@ class ReplayDataset(IterableDataset):
         self.state.update_credit -= n_updates
         if n_updates == 0:
             return ()
-        batches = [self.replay.sample_batch(self.batch_size) for _ in range(n_updates)]
-        return stack_batches(batches)
+        with self.profiler.profile("sampler/replay_batches"):
+            batches = [self.replay.sample_batch(self.batch_size) for _ in range(n_updates)]
+            return stack_batches(batches)
 
 
 def stack_batches(batches: list[Any]) -> Any:

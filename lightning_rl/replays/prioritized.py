@@ -3,7 +3,8 @@
 Slot ``i`` (see :mod:`lightning_rl.replays.uniform`) is drawn with probability
 ``P(i) = p_i^α / Σ_k p_k^α`` from a :class:`~lightning_rl.replays.sum_tree.SumTree` whose
 leaves hold ``p_i^α`` for valid slots and 0 for the rest, so invalid slots are never drawn.
-New samples get ``default_priority^α`` once they become valid. The importance-sampling
+New samples get ``default_priority^α`` once they become valid (or, when the storage keeps a
+``priority`` field, the input priority stored with the start row). The importance-sampling
 weights correct the bias of non-uniform draws (paper eq. in section 3.4):
 ``w_i = (N · P(i))^{-β} / max_j w_j``, normalised by the largest weight *in the batch*, so
 ``N`` and the total cancel and ``w_i = (p_min / p_i)^{αβ}`` over the batch's priorities.
@@ -110,7 +111,8 @@ class PrioritizedSampler:
         return ok
 
     def on_append(self, rows: np.ndarray) -> None:
-        """Give slots that just became valid ``default_priority``; zero those that stopped being valid.
+        """Give slots that just became valid ``default_priority`` (or their stored ``priority``);
+        zero those that stopped being valid.
 
         Only rows near the cursor change: the ``min_age`` rows before the new ones became old
         enough, the new rows were overwritten and the ``off_forward`` rows after them lost
@@ -125,7 +127,10 @@ class PrioritizedSampler:
             return
         t, b = cand[:, None], np.arange(B)[None, :]
         slots = (t // self.interval) * B + b
-        p = np.where(self._valid(t, b), self.default_priority**self.alpha, 0.0)
+        initial: Any = self.default_priority
+        if "priority" in self.storage.buffers:
+            initial = self.storage.get("priority", t * B + b).astype(np.float64)
+        p = np.where(self._valid(t, b), initial**self.alpha, 0.0)
         self.tree.write(slots.reshape(-1), np.broadcast_to(p, slots.shape).reshape(-1))
 
     # ----- sampling -----

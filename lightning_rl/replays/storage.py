@@ -23,7 +23,7 @@ from lightning_rl.replays.shared import allocate, take
 __all__ = ["ReplayStorage"]
 
 REQUIRED_FIELDS = ("observation", "action", "reward", "done")
-OPTIONAL_FIELDS = ("timeout", "prev_action", "prev_reward", "prev_rnn_state")
+OPTIONAL_FIELDS = ("timeout", "prev_action", "prev_reward", "prev_rnn_state", "priority")
 
 
 class ReplayStorage:
@@ -32,8 +32,10 @@ class ReplayStorage:
     Fields of ``example`` (a namedtuple or namedarraytuple of one step, no leading dims):
     ``observation``, ``action``, ``reward`` (scalar), ``done`` (bool scalar); optionally
     ``timeout`` (bool: truncated by a time limit; a timeout implies ``done``), ``prev_action``
-    and ``prev_reward`` (replayed as stored; otherwise taken from the previous row) and
-    ``prev_rnn_state`` (stored only at rows that are multiples of ``rnn_state_interval``).
+    and ``prev_reward`` (replayed as stored; otherwise taken from the previous row),
+    ``prev_rnn_state`` (stored only at rows that are multiples of ``rnn_state_interval``) and
+    ``priority`` (float scalar: the initial priority of a window starting at the row, used by
+    prioritized replays instead of ``default_priority``; rlpyt's input priorities).
     Nested namedtuple observations and actions are stored field by field.
 
     Args:
@@ -278,7 +280,7 @@ def _check_example(example: Any) -> None:
         raise ValueError(
             f"example: unknown field(s) {unknown}; a replay stores {list(REQUIRED_FIELDS + OPTIONAL_FIELDS)}"
         )
-    for name in ("reward", "done", "timeout", "prev_reward"):
+    for name in ("reward", "done", "timeout", "prev_reward", "priority"):
         if name in fields and np.ndim(getattr(example, name)) != 0:
             shape = np.shape(getattr(example, name))
             raise ValueError(f"example: field {name!r} must be a scalar per step, got shape {shape}")

@@ -31,6 +31,11 @@ class AlternatingSampler(ParallelSamplerBase):
     agent_in_shared_memory = False
     overlap = True
 
+    @property
+    def agent_step_B(self) -> int:
+        """Each ``agent.step`` acts for one half of the envs."""
+        return self.batch_spec.B // 2
+
     def _resolve_n_workers(self) -> int:
         if self.n_workers is not None:
             return self.n_workers

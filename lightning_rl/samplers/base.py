@@ -296,13 +296,21 @@ class BaseSampler:
         self._initialize_agent(agent)
         self.agent = agent
 
-        # One agent step on B copies of the first observation gives the action and agent_info
-        # examples (dtype, shape) the buffers need.
-        example_inputs = buffer_from_example(observation, B)
+        # One agent step on copies of the first observation gives the action and agent_info
+        # examples (dtype, shape) the buffers need; as many as one training step acts for, so
+        # per-env schedules (vector epsilon) fit.
+        n = self.agent_step_B
+        example_inputs = buffer_from_example(observation, n)
         example_inputs[:] = observation
-        example_action_in = buffer_from_example(null_action, B)
+        example_action_in = buffer_from_example(null_action, n)
         agent.reset()
-        agent_step = agent.step(example_inputs, example_action_in, np.zeros(B, dtype=np.float32))
+        agent_step = agent.step(example_inputs, example_action_in, np.zeros(n, dtype=np.float32))
+        bootstrap_example: Any = np.float32(0)
+        if bootstrap_value:
+            value = numpify_buffer(agent.value(example_inputs, example_action_in, np.zeros(n, dtype=np.float32)))
+            if isinstance(value, tuple):
+                # One value per agent of a multi-agent env: a namedarraytuple of [B] values.
+                bootstrap_example = buffer_func(value[0], np.float32)
         agent.reset()
         action = numpify_buffer(agent_step.action)[0]
         agent_info = None if agent_step.agent_info is None else numpify_buffer(agent_step.agent_info)[0]
@@ -313,6 +321,7 @@ class BaseSampler:
             done=np.bool_(env_step.done),
             env_info=env_step.env_info,
             agent_info=agent_info,
+            bootstrap_value=bootstrap_example,
         )
         self.samples = self._allocate_samples()
         self.step_buffer = self._allocate_step_buffer(B, with_action=False)
@@ -321,6 +330,11 @@ class BaseSampler:
             self.eval_step_buffer = self._allocate_step_buffer(self.eval_n_envs, with_action=True)
         self._start()
         self.initialized = True
+
+    @property
+    def agent_step_B(self) -> int:
+        """Envs one ``agent.step`` call acts for in the main process (``batch_B``)."""
+        return self.batch_spec.B
 
     def _check_workers_args(self) -> None:
         """Subclass hook: validate worker arguments against the machine."""
@@ -361,7 +375,8 @@ class BaseSampler:
             agent_info=buffer_from_example(ex["agent_info"], (T, B), share),
         )
         if self.bootstrap_value:
-            agent = AgentSamplesBsv(**agent_fields, bootstrap_value=buffer_from_example(np.float32(0), B, share))
+            bootstrap = buffer_from_example(ex["bootstrap_value"], B, share)
+            agent = AgentSamplesBsv(**agent_fields, bootstrap_value=bootstrap)
         else:
             agent = AgentSamples(**agent_fields)
         env = EnvSamples(
@@ -390,11 +405,19 @@ class BaseSampler:
 
     # ----- sampling -----
 
-    def obtain_samples(self, itr: int) -> tuple[Samples, list[Any]]:
-        """Collect one batch with the agent in sample mode.
+    def obtain_samples(
+        self, itr: int, agent_mode: Literal["sample", "eval"] = "sample", reset_envs: bool = False
+    ) -> tuple[Samples, list[Any]]:
+        """Collect one batch with the agent in sample mode (or eval mode).
 
         Args:
             itr: Sampler iteration (the agent's exploration schedules read it).
+            agent_mode: ``"sample"`` (training data) or ``"eval"``: act in the agent's eval mode,
+                e.g. for the test trajectories of :class:`~lightning_rl.explorer.Explorer`. The
+                agent switches to eval mode only if it is not there already, so a recurrent
+                agent's state carries over between consecutive eval-mode batches.
+            reset_envs: Reset every training env and the agent's state first; the unfinished
+                episodes are dropped (not reported).
 
         Returns:
             ``(samples, traj_infos)``: the ``[T, B]`` buffer (the same numpy-backed object every
@@ -445,6 +468,21 @@ class BaseSampler:
 
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
+
+
+def set_agent_mode(agent: Any, itr: int, agent_mode: str) -> None:
+    """Put ``agent`` in the mode a batch is collected in (see :meth:`BaseSampler.obtain_samples`).
+
+    Raises:
+        ValueError: If ``agent_mode`` is not ``"sample"`` or ``"eval"``.
+    """
+    if agent_mode == "sample":
+        agent.sample_mode(itr)
+    elif agent_mode == "eval":
+        if agent.mode != "eval":
+            agent.eval_mode(itr)
+    else:
+        raise ValueError(f"agent_mode must be 'sample' or 'eval', got {agent_mode!r}")
 
 
 def _check_int(name: str, value: Any, minimum: int | None) -> None:

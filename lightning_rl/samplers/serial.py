@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import Any, Literal
 
-from lightning_rl.samplers.base import BaseSampler, Samples
+from lightning_rl.samplers.base import BaseSampler, Samples, set_agent_mode
 from lightning_rl.samplers.collectors import (
     EvalCollector,
     ResetCollector,
@@ -51,9 +51,14 @@ class SerialSampler(BaseSampler):
             eval_envs = [self.make_env(i, evaluation=True) for i in range(self.eval_n_envs)]
             self.eval_collector = EvalCollector(eval_envs, self.eval_step_buffer, self.traj_info_factory)
 
-    def obtain_samples(self, itr: int) -> tuple[Samples, list[Any]]:
+    def obtain_samples(
+        self, itr: int, agent_mode: Literal["sample", "eval"] = "sample", reset_envs: bool = False
+    ) -> tuple[Samples, list[Any]]:
         self._check_ready("obtain_samples")
-        self.agent.sample_mode(itr)
+        set_agent_mode(self.agent, itr, agent_mode)
+        if reset_envs:
+            self.train_collector.start_envs()
+            self.agent.reset()
         completed = collect_batch(
             self.agent, self.train_collector, self.step_buffer, self.samples, self.bootstrap_value
         )

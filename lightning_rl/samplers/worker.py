@@ -33,12 +33,12 @@ import signal
 import time
 import traceback
 import weakref
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
 
-from lightning_rl.samplers.base import BaseSampler, Samples, cpu_count, slice_samples, split_slices
+from lightning_rl.samplers.base import BaseSampler, Samples, cpu_count, set_agent_mode, slice_samples, split_slices
 from lightning_rl.samplers.collectors import (
     EvalCollector,
     act,
@@ -53,6 +53,9 @@ from lightning_rl.samplers.serial import make_collector
 __all__ = ["ParallelSamplerBase", "WorkerPool", "WorkerSpec"]
 
 QUIT, COLLECT, EVALUATE = 0, 1, 2
+#: Bits of ``_Sync.collect_flags`` for a ``COLLECT`` command (see ``obtain_samples``); the last
+#: one carries the main process's ``agent.eval_deterministic`` to the workers' agent copies.
+EVAL_MODE_FLAG, RESET_ENVS_FLAG, DETERMINISTIC_FLAG = 1, 2, 4
 #: Seconds between liveness checks while the main process waits on workers.
 MAIN_POLL_S = 0.2
 #: Seconds between checks of the parent's life while a worker waits.
@@ -95,6 +98,7 @@ class _Sync:
         self.command = ctx.RawValue("i", COLLECT)
         self.itr = ctx.RawValue("q", 0)
         self.stop_eval = ctx.RawValue("b", 0)
+        self.collect_flags = ctx.RawValue("i", 0)
         self.go = [ctx.Semaphore(0) for _ in range(n_workers)]
         self.obs_ready = [ctx.Semaphore(0) for _ in range(n_workers)]
         self.act_ready = [ctx.Semaphore(0) for _ in range(n_workers)]
@@ -352,9 +356,20 @@ class ParallelSamplerBase(BaseSampler):
             )
         self._busy = True
 
-    def obtain_samples(self, itr: int) -> tuple[Samples, list[Any]]:
+    def obtain_samples(
+        self, itr: int, agent_mode: Literal["sample", "eval"] = "sample", reset_envs: bool = False
+    ) -> tuple[Samples, list[Any]]:
+        if agent_mode not in ("sample", "eval"):
+            raise ValueError(f"agent_mode must be 'sample' or 'eval', got {agent_mode!r}")
         self._begin("obtain_samples")
-        self.agent.sample_mode(itr)
+        set_agent_mode(self.agent, itr, agent_mode)
+        if reset_envs:
+            self.agent.reset()
+        self._sync.collect_flags.value = (
+            (EVAL_MODE_FLAG if agent_mode == "eval" else 0)
+            | (RESET_ENVS_FLAG if reset_envs else 0)
+            | (DETERMINISTIC_FLAG if getattr(self.agent, "eval_deterministic", False) else 0)
+        )
         self.pool.command(COLLECT, itr)
         if not self.workers_act:
             self._serve_batch()
@@ -369,6 +384,8 @@ class ParallelSamplerBase(BaseSampler):
         self.agent.eval_mode(itr)
         self.agent.reset()
         self._sync.stop_eval.value = 0
+        # Worker-side agent copies act with the main agent's deterministic-evaluation setting.
+        self._sync.collect_flags.value = DETERMINISTIC_FLAG if getattr(self.agent, "eval_deterministic", False) else 0
         self.pool.command(EVALUATE, itr)
         completed: list[Any] = []
         if not self.workers_act:
@@ -571,11 +588,18 @@ class _Worker:
             raise _Quit
 
     def _collect(self, itr: int) -> list[Any]:
-        self.agent.sample_mode(itr)
+        flags = self.sync.collect_flags.value
+        self.agent.eval_deterministic = bool(flags & DETERMINISTIC_FLAG)
+        set_agent_mode(self.agent, itr, "eval" if flags & EVAL_MODE_FLAG else "sample")
+        if flags & RESET_ENVS_FLAG:
+            self.collector.start_envs()
+            self.agent.reset()
         return collect_batch(self.agent, self.collector, self.step_buffer, self.samples, self.bootstrap)
 
     def _collect_served(self) -> list[Any]:
         obs_ready = self.sync.obs_ready[self.spec.index]
+        if self.sync.collect_flags.value & RESET_ENVS_FLAG:
+            self.collector.start_envs()
         self.collector.begin_batch()
         obs_ready.release()
         completed: list[Any] = []
@@ -587,6 +611,7 @@ class _Worker:
 
     def _evaluate(self, itr: int) -> None:
         agent, sync, w = self.agent, self.sync, self.spec.index
+        agent.eval_deterministic = bool(sync.collect_flags.value & DETERMINISTIC_FLAG)
         agent.eval_mode(itr)
         agent.reset()
         evaluate_envs(

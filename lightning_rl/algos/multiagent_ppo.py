@@ -1,0 +1,273 @@
+"""Multi-agent PPO with independent learners (IPPO: de Witt et al. 2020, https://arxiv.org/abs/2011.09533).
+
+Every agent ``a`` of a multi-agent env (dict action space, one policy per agent through
+:class:`~lightning_rl.agents.MultiAgent`) is trained with PPO's own loss (:meth:`PPO.loss`) on its
+own actions, its own value estimates and its own GAE advantages::
+
+    A_a, R_a = GAE(r_a, V_a)                         # per agent, from its own rewards
+    L_a      = PPO loss of agent a's minibatch        # clipped ratio, value, entropy terms
+    L_g      = mean over the agents a of learner g of L_a
+    loss     = sum over learners g of L_g
+
+A *learner* is a sub-agent: one per agent (independent parameters), or one for all agents with
+``share_parameters``. Each learner has its own optimizer, gradient-norm clipping and learning-rate
+schedule, so no learner's update depends on another's gradients; one backward pass of ``loss``
+gives every learner exactly the gradient of its own ``L_g``.
+
+Rewards ``r_a``: the env's reward for every agent (a cooperative team reward), or each agent's own
+from an ``info`` dict keyed by agent name (``agent_rewards_key``, e.g. ``"agent_rewards"`` for
+``lightning_rl/CoopGrid-v0``).
+
+Batches: the dataset yields each ``[T, B]`` rollout as a ``MultiAgentBatch``, a namedarraytuple
+with one :class:`~lightning_rl.datasets.OnPolicyBatch` per agent name; ``training_step`` runs
+``epochs`` passes of ``minibatches`` minibatches, each agent's shuffled on its own. Logs
+``train/<agent>/<term>`` for every PPO term of every agent, plus ``train/loss``. Deviations: none
+beyond PPO's; each critic sees what its agent sees (no centralized value function, as in MAPPO).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+
+from lightning_rl.agents.multiagent import MultiAgent
+from lightning_rl.algos.base import linear_decay, make_optimizer
+from lightning_rl.algos.on_policy import OnPolicyAlgorithm
+from lightning_rl.algos.ppo import PPO
+from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
+from lightning_rl.datasets.on_policy import OnPolicyDataset, iterate_minibatches
+from lightning_rl.datasets.state import TrainState
+from lightning_rl.samplers.base import AgentSamplesBsv, BaseSampler, Samples
+
+__all__ = ["MultiAgentOnPolicyDataset", "MultiAgentPPO", "agent_samples"]
+
+
+def agent_samples(samples: Samples, agent: MultiAgent, name: str, agent_rewards_key: str | None = None) -> Samples:
+    """Agent ``name``'s view of a multi-agent batch, shaped like a single-agent batch (no copies).
+
+    Args:
+        samples: ``[T, B]`` batch whose agent fields have one field per agent name.
+        agent: The ``MultiAgent`` that collected it (says whether observations are per agent).
+        name: The agent.
+        agent_rewards_key: ``env_info`` field holding per-agent rewards by name; None: the env's reward.
+    """
+    a, env = samples.agent, samples.env
+    reward = env.reward if agent_rewards_key is None else getattr(getattr(env.env_info, agent_rewards_key), name)
+    return Samples(
+        agent=AgentSamplesBsv(
+            action=getattr(a.action, name),
+            prev_action=getattr(a.prev_action, name),
+            agent_info=getattr(a.agent_info, name),
+            bootstrap_value=getattr(a.bootstrap_value, name),
+        ),
+        env=env._replace(observation=agent.agent_observation(env.observation, name), reward=reward),
+    )
+
+
+class MultiAgentOnPolicyDataset(OnPolicyDataset):
+    """:class:`OnPolicyDataset` whose rollouts hold one :class:`OnPolicyBatch` per agent.
+
+    Each agent's returns and advantages come from :meth:`OnPolicyDataset.process_samples` on its
+    :func:`agent_samples` view (its actions, values, bootstrap values and rewards).
+
+    Args:
+        agent_rewards_key: ``env_info`` field with per-agent rewards; None: the env's reward.
+        sampler: The remaining arguments are :class:`OnPolicyDataset`'s.
+    """
+
+    def __init__(
+        self,
+        sampler: Any,
+        agent: MultiAgent,
+        state: TrainState,
+        iterations_per_epoch: int,
+        discount: float,
+        gae_lambda: float,
+        normalize_advantage: bool,
+        recurrent: bool = False,
+        agent_rewards_key: str | None = None,
+    ) -> None:
+        super().__init__(
+            sampler, agent, state, iterations_per_epoch, discount, gae_lambda, normalize_advantage, recurrent
+        )
+        self.agent_rewards_key = agent_rewards_key
+        self.batch_schema = NamedArrayTupleSchema("MultiAgentBatch", agent.agent_names)
+
+    def process_samples(self, samples: Samples) -> Any:
+        """``MultiAgentBatch(<name>=OnPolicyBatch, ...)`` of CPU tensors, ``[T, B]`` each."""
+        batches = []
+        for name in self.agent.agent_names:
+            batches.append(super().process_samples(agent_samples(samples, self.agent, name, self.agent_rewards_key)))
+        return self.batch_schema(*batches)
+
+
+class _OneAgentLoss:
+    """What :meth:`PPO.loss` reads of its module (``agent``, ``policy_forward``, the loss coefficients),
+    presenting one sub-agent: the loss evaluated is PPO's own, not a copy of it."""
+
+    policy_forward = OnPolicyAlgorithm.policy_forward
+
+    def __init__(self, module: MultiAgentPPO, name: str) -> None:
+        self.agent = module.agent.sub_agent(name)
+        self.recurrent = module.recurrent
+        self.value_loss_coeff = module.value_loss_coeff
+        self.entropy_loss_coeff = module.entropy_loss_coeff
+
+
+class MultiAgentPPO(PPO):
+    """PPO for multi-agent envs with independent learners, as a LightningModule.
+
+    Args:
+        agent: A :class:`~lightning_rl.agents.MultiAgent` (policy-gradient sub-agents, e.g.
+            ``CategoricalPgAgent``; optionally ``share_parameters``).
+        sampler: Rollout sampler over a multi-agent env.
+        agent_rewards_key: Name of the env's ``info`` entry holding a dict of per-agent rewards
+            keyed by agent name; each agent then learns from its own rewards. None: every agent
+            learns from the env's (team) reward.
+        ratio_clip: See :class:`~lightning_rl.algos.PPO` (and the remaining arguments), applied
+            to every learner.
+
+    Raises:
+        ValueError: If ``agent`` is not a ``MultiAgent``; in ``setup``, if the env has no
+            ``agent_rewards_key`` info with one entry per agent.
+    """
+
+    def __init__(
+        self,
+        agent: MultiAgent,
+        sampler: BaseSampler,
+        agent_rewards_key: str | None = None,
+        ratio_clip: float = 0.1,
+        epochs: int = 4,
+        minibatches: int = 4,
+        discount: float = 0.99,
+        gae_lambda: float = 0.98,
+        value_loss_coeff: float = 1.0,
+        entropy_loss_coeff: float = 0.01,
+        learning_rate: float = 1e-3,
+        optimizer: Literal["adam", "rmsprop"] = "adam",
+        optimizer_eps: float = 1e-5,
+        clip_grad_norm: float | None = 1.0,
+        normalize_advantage: bool = True,
+        linear_lr_schedule: bool = True,
+        total_env_steps: int | None = None,
+        log_interval_steps: int = 10_000,
+        seed: int | None = None,
+        checkpoint_sampler_state: bool = True,
+        torch_threads: int | None = None,
+    ) -> None:
+        if not isinstance(agent, MultiAgent):
+            raise ValueError(f"MultiAgentPPO: agent must be a MultiAgent, got {type(agent).__name__}")
+        super().__init__(
+            agent, sampler, ratio_clip, epochs, minibatches, discount, gae_lambda, value_loss_coeff,
+            entropy_loss_coeff, learning_rate, optimizer, optimizer_eps, clip_grad_norm, normalize_advantage,
+            linear_lr_schedule, total_env_steps, log_interval_steps, seed, checkpoint_sampler_state, torch_threads,
+        )
+        self.agent_rewards_key = agent_rewards_key
+
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        key = self.agent_rewards_key
+        if key is None:
+            return
+        rewards = getattr(self.sampler.examples["env_info"], key, None)
+        fields = tuple(getattr(rewards, "_fields", ()))
+        if fields != self.agent.agent_names:
+            raise ValueError(
+                f"MultiAgentPPO: agent_rewards_key={key!r} must name an info dict with one reward per agent "
+                f"{list(self.agent.agent_names)}; the env's info has {key!r}: {rewards!r}"
+            )
+
+    def make_dataset(self) -> MultiAgentOnPolicyDataset:
+        return MultiAgentOnPolicyDataset(
+            self.sampler,
+            self.agent,
+            self.train_state,
+            iterations_per_epoch=self.iterations_per_epoch,
+            discount=self.discount,
+            gae_lambda=self.gae_lambda,
+            normalize_advantage=self.normalize_advantage,
+            recurrent=self.recurrent,
+            agent_rewards_key=self.agent_rewards_key,
+        )
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizers = self._optimizer_list()
+        ratio_clip = self.current_ratio_clip()
+        names = self.agent.agent_names
+        totals: dict[str, torch.Tensor] = {}
+        n = 0
+        for _ in range(self.epochs):
+            per_agent = [
+                iterate_minibatches(getattr(batch, name), self.minibatches, self.recurrent, self.minibatch_generator)
+                for name in names
+            ]
+            for minibatches in zip(*per_agent):
+                terms = self.loss(batch._new(minibatches), ratio_clip)
+                for optimizer in optimizers:
+                    optimizer.zero_grad(set_to_none=True)
+                self.manual_backward(terms["loss"])
+                for optimizer in optimizers:
+                    # Clipped per learner: one learner's large gradient does not shrink another's step.
+                    if self.clip_grad_norm is not None:
+                        self.clip_gradients(optimizer, self.clip_grad_norm, gradient_clip_algorithm="norm")
+                    optimizer.step()
+                self.train_state.updates += 1
+                for k, v in terms.items():
+                    totals[k] = totals.get(k, 0.0) + v.detach()
+                n += 1
+        self.end_of_rollout({f"train/{k}": v / n for k, v in totals.items()})
+
+    def loss(self, batch: Any, ratio_clip: float) -> dict[str, torch.Tensor]:
+        """Every agent's PPO terms as ``<agent>/<term>`` and the summed learner losses as ``loss``.
+
+        Args:
+            batch: ``MultiAgentBatch`` with an :class:`OnPolicyBatch` (minibatch) per agent.
+            ratio_clip: Current clip range.
+        """
+        terms: dict[str, torch.Tensor] = {}
+        total = torch.zeros((), device=self.agent.device)
+        for names in self.agent.learners().values():
+            for name in names:
+                agent_terms = PPO.loss(_OneAgentLoss(self, name), getattr(batch, name), ratio_clip)
+                terms.update({f"{name}/{k}": v for k, v in agent_terms.items()})
+                total = total + agent_terms["loss"] / len(names)
+        terms["loss"] = total
+        return terms
+
+    def configure_optimizers(self) -> Any:
+        """One optimizer (and linear schedule) per learner, over its sub-agent's parameters."""
+        configs = []
+        total_itr = 1
+        if self.linear_lr_schedule:
+            per_rank_steps = self.total_env_steps / max(self.trainer.world_size, 1)
+            total_itr = max(1, int(per_rank_steps // self.sampler.batch_spec.size))
+        for key in self.agent.learners():
+            params = self.agent.parameters_for(f"model/{key}")
+            optimizer = make_optimizer(self.optimizer_name, params, self.learning_rate, self.optimizer_eps)
+            config: dict[str, Any] = {"optimizer": optimizer}
+            if self.linear_lr_schedule:
+                scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_decay(total_itr))
+                config["lr_scheduler"] = {"scheduler": scheduler, "interval": "step"}
+            configs.append(config)
+        return configs
+
+    def _optimizer_list(self) -> list[Any]:
+        optimizers = self.optimizers()
+        return optimizers if isinstance(optimizers, list) else [optimizers]
+
+    def current_ratio_clip(self) -> float:
+        """``ratio_clip`` scaled by the (common) learning-rate schedule's current factor."""
+        if not self.linear_lr_schedule:
+            return self.ratio_clip
+        return self.ratio_clip * self._optimizer_list()[0].param_groups[0]["lr"] / self.learning_rate
+
+    def end_of_rollout(self, metrics: dict[str, Any]) -> None:
+        """Step every learner's schedule, publish weights to sampler workers, log once per rollout."""
+        schedulers = self.lr_schedulers()
+        for scheduler in schedulers if isinstance(schedulers, list) else [s for s in [schedulers] if s is not None]:
+            scheduler.step()
+        self.agent.sync_shared_memory()
+        metrics["train/learning_rate"] = self._optimizer_list()[0].param_groups[0]["lr"]
+        self.log_step_metrics(metrics)

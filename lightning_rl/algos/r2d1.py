@@ -1,0 +1,357 @@
+"""R2D1: recurrent replay DQN (Kapturowski et al. 2019, https://openreview.net/forum?id=r1lyTjAqYX),
+R2D2 without the distributed actors, as in rlpyt section 3.3.
+
+The replay holds sequences: every ``rnn_state_interval`` rows it keeps the LSTM state the agent
+acted from, and a replayed sequence starts at such a row with ``L = warmup_T + batch_T +
+n_step_return`` rows. Loss for a batch of ``N`` sequences, training rows ``t < batch_T`` after
+the burn-in (``n``-step window and timeouts as in :mod:`lightning_rl.replays.n_step`)::
+
+    s_0      = stored state;   burn-in: run Q and Q_target over rows [0, warmup_T), no grad
+    h(x)     = sign(x) (sqrt(|x| + 1) - 1) + eps x              (value rescaling)
+    a*       = argmax_a Q(s_{t+k}, a)                           (double DQN; else Q_target)
+    y_t      = h(R_t + (1 - done_n_t) gamma^k h^-1(Q_target(s_{t+k}, a*)))
+    delta_t  = y_t - Q(s_t, a_t)
+    L        = mean over valid (t, i) of w_i * 0.5 delta^2     (Huber with ``delta_clip``)
+    p_i      = eta * max_t |delta_t| + (1 - eta) * mean_t |delta_t|   (over valid rows)
+
+``valid`` drops the rows after the first ``done`` of the training rows (a new episode seen with
+the old one's memory) and truncated steps (no stored next state). A sequence whose episode
+ended during the burn-in starts its training rows from a zero state, as the agent did after
+the reset (rlpyt). ``w_i`` are importance weights (prioritized replay; ones otherwise).
+
+Input priorities (rlpyt): as a sampler batch enters the replay, each env's sequences starting
+in it get the priority ``p`` of that batch's own n-step TD errors, computed from the Q-values the
+agent acted with (``agent_info.q``, max over actions for the bootstrap), instead of
+``default_priority``; the replay applies it once the sequence is complete.
+
+Batches: :class:`~lightning_rl.replays.SequenceSamplesFromReplay` ``[L, N]`` stacked ``[K, L, N]``
+per sampler iteration; the schedule is :class:`~lightning_rl.algos.dqn.DQN`'s (only
+:meth:`R2D1.loss`, the agent check and the replay hooks differ), with ``replay_ratio`` counted
+in replayed training rows: ``K = replay_ratio * T * B / (batch_size * batch_T)`` on average.
+Deviations from the paper: one process (no distributed actors); sequences may cross episode
+ends (masked as above) instead of being padded; input priorities see one sampler batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lightning_rl.agents.base import BaseAgent
+from lightning_rl.agents.dqn import R2d1Agent
+from lightning_rl.agents.recurrent import rnn_state_from_samples
+from lightning_rl.algos.dqn import PRIORITY_EPS, DQN
+from lightning_rl.data.arrays import valid_mean
+from lightning_rl.data.buffers import buffer_func
+from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.datasets.replay import ReplayDataset
+from lightning_rl.replays import SequenceSamplesFromReplay, compute_n_step_targets
+from lightning_rl.returns import valid_from_done
+from lightning_rl.samplers.base import BaseSampler
+
+__all__ = ["R2D1", "inv_value_rescale", "value_rescale"]
+
+
+def value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """``h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x`` (Pohlen et al. 2018), elementwise."""
+    return torch.sign(x) * (torch.sqrt(x.abs() + 1.0) - 1.0) + eps * x
+
+
+def inv_value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """The exact inverse of :func:`value_rescale` (any ``eps >= 0``), elementwise.
+
+    Solving ``eps u^2 + u - (1 + eps + |x|) = 0`` for ``u = sqrt(|h^-1(x)| + 1)`` in the
+    rationalized form ``u = 2 c / (1 + sqrt(1 + 4 eps c))``, ``c = 1 + eps + |x|``, which has no
+    cancellation for small ``eps`` and gives ``u = 1 + |x|`` at ``eps = 0``.
+    """
+    c = 1.0 + eps + x.abs()
+    u = 2.0 * c / (1.0 + torch.sqrt(1.0 + 4.0 * eps * c))
+    return torch.sign(x) * (u * u - 1.0)
+
+
+class SequenceSamplesToBuffer(NamedArrayTupleBase):
+    """What the R2D1 replay stores per step: transitions plus the agent's incoming LSTM state."""
+
+    observation: Any
+    action: Any
+    reward: Any
+    done: Any
+    timeout: Any
+    prev_action: Any
+    prev_reward: Any
+    prev_rnn_state: Any
+
+
+class PrioritizedSequenceSamplesToBuffer(NamedArrayTupleBase):
+    """:class:`SequenceSamplesToBuffer` plus each row's input priority (float32)."""
+
+    observation: Any
+    action: Any
+    reward: Any
+    done: Any
+    timeout: Any
+    prev_action: Any
+    prev_reward: Any
+    prev_rnn_state: Any
+    priority: Any
+
+
+class R2D1(DQN):
+    """R2D1 as a LightningModule: :class:`DQN`'s schedule with a sequence loss.
+
+    Args:
+        agent: An :class:`~lightning_rl.agents.R2d1Agent` (``AlternatingR2d1Agent`` with an
+            alternating sampler).
+        sampler: Collects ``[T, B]`` batches; any collector (episode ends are masked).
+        discount: Discount factor gamma.
+        batch_size: Sequences per replay batch.
+        batch_T: Training rows per sequence (after the burn-in).
+        warmup_T: Burn-in rows per sequence: they only warm up the LSTM state (no loss).
+        rnn_state_interval: Rows between stored LSTM states, i.e. between sequence starts.
+        min_steps_learn: Env steps (per rank) before the first update; at least
+            ``(warmup_T + batch_T + 2 * n_step_return) * batch_B`` so a whole sequence exists.
+        delta_clip: Huber threshold; None for the squared error (the paper's).
+        replay_size: Steps the replay holds (per rank).
+        replay_ratio: Replayed training rows per collected step.
+        target_update_tau: Step of the target update, in ``(0, 1]`` (1: copy).
+        target_update_interval: Updates between target-network updates.
+        n_step_return: n of the n-step targets.
+        double_dqn: Choose the bootstrap action with the online network.
+        value_scale_eps: ``eps`` of the value rescaling ``h``.
+        learning_rate: Adam learning rate.
+        optimizer_eps: Adam epsilon.
+        clip_grad_norm: Max global gradient norm; None disables clipping.
+        linear_lr_schedule: Decay the learning rate linearly over ``total_env_steps``.
+        prioritized_replay: Prioritized sequence replay.
+        pri_alpha: Priority exponent alpha.
+        pri_beta_init: Initial importance-sampling exponent beta.
+        pri_beta_final: Final beta.
+        pri_beta_steps: Updates over which beta anneals to ``pri_beta_final``.
+        pri_eta: Sequence priority mix ``eta * max + (1 - eta) * mean`` of ``|delta|``.
+        default_priority: Priority of new sequences without input priorities.
+        input_priorities: Give new sequences the TD-error priority of their sampler batch
+            (prioritized replay only).
+        updates_per_sync: Updates between publishing weights to the sampler's agent.
+        checkpoint_replay: Save the replay next to each checkpoint (``<path>.replay``).
+        total_env_steps: See :class:`~lightning_rl.algos.base.RLModule` (and the remaining
+            arguments).
+
+    Raises:
+        ValueError: On a bad hyperparameter (the message names it) or an agent of another kind.
+    """
+
+    def __init__(
+        self,
+        agent: BaseAgent,
+        sampler: BaseSampler,
+        discount: float = 0.997,
+        batch_size: int = 64,
+        batch_T: int = 80,
+        warmup_T: int = 40,
+        rnn_state_interval: int = 40,
+        min_steps_learn: int = 100_000,
+        delta_clip: float | None = None,
+        replay_size: int = 1_000_000,
+        replay_ratio: float = 1.0,
+        target_update_tau: float = 1.0,
+        target_update_interval: int = 2500,
+        n_step_return: int = 5,
+        double_dqn: bool = True,
+        value_scale_eps: float = 1e-3,
+        learning_rate: float = 1e-4,
+        optimizer_eps: float = 1e-3,
+        clip_grad_norm: float | None = 80.0,
+        linear_lr_schedule: bool = False,
+        prioritized_replay: bool = True,
+        pri_alpha: float = 0.9,
+        pri_beta_init: float = 0.6,
+        pri_beta_final: float = 0.6,
+        pri_beta_steps: int = 1_000_000,
+        pri_eta: float = 0.9,
+        default_priority: float = 1.0,
+        input_priorities: bool = True,
+        updates_per_sync: int = 1,
+        checkpoint_replay: bool = True,
+        total_env_steps: int | None = None,
+        log_interval_steps: int = 10_000,
+        seed: int | None = None,
+        checkpoint_sampler_state: bool = True,
+        torch_threads: int | None = None,
+    ) -> None:
+        for name, value, low in (("batch_T", batch_T, 1), ("warmup_T", warmup_T, 0),
+                                 ("rnn_state_interval", rnn_state_interval, 1)):
+            if isinstance(value, bool) or int(value) != value or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value}")
+        if not value_scale_eps >= 0.0:
+            raise ValueError(f"value_scale_eps must be >= 0, got {value_scale_eps}")
+        if not 0.0 <= pri_eta <= 1.0:
+            raise ValueError(f"pri_eta must be in [0, 1], got {pri_eta}")
+        super().__init__(
+            agent, sampler, discount=discount, batch_size=batch_size, min_steps_learn=min_steps_learn,
+            delta_clip=delta_clip, replay_size=replay_size, replay_ratio=replay_ratio,
+            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
+            n_step_return=n_step_return, double_dqn=double_dqn, learning_rate=learning_rate,
+            optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, linear_lr_schedule=linear_lr_schedule,
+            prioritized_replay=prioritized_replay, pri_alpha=pri_alpha, pri_beta_init=pri_beta_init,
+            pri_beta_final=pri_beta_final, pri_beta_steps=pri_beta_steps, default_priority=default_priority,
+            updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay, total_env_steps=total_env_steps,
+            log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
+            torch_threads=torch_threads,
+        )
+        self.batch_T = int(batch_T)
+        self.warmup_T = int(warmup_T)
+        self.rnn_state_interval = int(rnn_state_interval)
+        self.value_scale_eps = float(value_scale_eps)
+        self.pri_eta = float(pri_eta)
+        self.input_priorities = input_priorities
+
+    #: The per-sequence term of :meth:`loss` that becomes the new priority (plus ``PRIORITY_EPS``).
+    priority_term = "priority"
+
+    def check_agent(self, agent: BaseAgent) -> None:
+        """Raise ``ValueError`` unless ``agent`` is an ``R2d1Agent``."""
+        if not isinstance(agent, R2d1Agent):
+            raise ValueError(f"{type(self).__name__} needs an R2d1Agent, got agent={type(agent).__name__}")
+
+    # ----- replay: sequences with stored LSTM states -----
+
+    @property
+    def min_steps_needed(self) -> int:
+        """Env steps before the replay holds one whole sequence with its n-step targets."""
+        return (self.warmup_T + self.batch_T + 2 * self.n_step_return) * self.sampler.batch_spec.B
+
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and self.min_steps_learn < self.min_steps_needed:
+            raise ValueError(
+                f"min_steps_learn={self.min_steps_learn} is less than the {self.min_steps_needed} env steps "
+                f"(warmup_T + batch_T + 2 * n_step_return rows x batch_B) before a whole sequence is stored"
+            )
+        super().setup(stage)
+
+    def replay_kwargs(self) -> dict[str, Any]:
+        kwargs = super().replay_kwargs()
+        kwargs.update(
+            sequence_T=self.warmup_T + self.batch_T, rnn_state_interval=self.rnn_state_interval, eta=self.pri_eta
+        )
+        return kwargs
+
+    def samples_to_buffer(self, samples: Any) -> Any:
+        """The sampler's ``[T, B]`` samples plus the LSTM state of each step (and input priorities)."""
+        fields = dict(
+            observation=samples.env.observation,
+            action=samples.agent.action,
+            reward=samples.env.reward,
+            done=samples.env.done,
+            timeout=samples.env.timeout,
+            prev_action=samples.agent.prev_action,
+            prev_reward=samples.env.prev_reward,
+            prev_rnn_state=samples.agent.agent_info.prev_rnn_state,
+        )
+        if self.prioritized_replay and self.input_priorities:
+            return PrioritizedSequenceSamplesToBuffer(**fields, priority=self.compute_input_priorities(samples))
+        return SequenceSamplesToBuffer(**fields)
+
+    def compute_input_priorities(self, samples: Any) -> np.ndarray:
+        """Each env's priority from the n-step TD errors of a sampler batch (rlpyt's input priorities).
+
+        Uses the Q-values the agent acted with: ``y_t = h(R_t + (1 - done_n) gamma^k h^-1(max_a
+        Q(s_{t+k}, a)))`` for the rows whose bootstrap step lies in the batch, up to the env's
+        first episode end, reduced like the training priorities. Envs without such a row get
+        ``default_priority``.
+
+        Returns:
+            float32 ``[T, B]``: every row of an env gets that env's priority.
+        """
+        env = samples.env
+        T, B = env.reward.shape
+        n = self.n_step_return
+        out = np.full((T, B), self.default_priority, dtype=np.float32)
+        if T <= n:
+            return out
+        return_, n_steps = np.zeros((T, B), np.float32), np.zeros((T, B), np.int64)
+        done_n, timeout_n = np.zeros((T, B), bool), np.zeros((T, B), bool)
+        rows = np.arange(T - n)
+        compute_n_step_targets(env.reward, env.done, env.timeout, rows, n, self.discount, return_, done_n, timeout_n,
+                               n_steps)
+        q = torch.as_tensor(samples.agent.agent_info.q, dtype=torch.float32)  # [T, B, A]
+        action = torch.as_tensor(samples.agent.action, dtype=torch.long)[: T - n]
+        k = torch.from_numpy(n_steps[: T - n])
+        boot = torch.arange(T - n)[:, None] + k
+        next_q = q.max(dim=-1).values.gather(0, boot)
+        bootstrap = torch.from_numpy(~done_n[: T - n]).float() * self.discount ** k.float()
+        eps = self.value_scale_eps
+        y = value_rescale(torch.from_numpy(return_[: T - n]) + bootstrap * inv_value_rescale(next_q, eps), eps)
+        td_abs = (y - q[: T - n].gather(-1, action[..., None]).squeeze(-1)).abs()
+        # As in training: nothing after an env's first episode end, no truncated step.
+        valid = valid_from_done(torch.from_numpy(np.asarray(env.done[: T - n]))) * (k > 0)
+        has_valid = valid.sum(dim=0) > 0
+        priority = self.sequence_priority(td_abs, valid) + PRIORITY_EPS
+        out[:, has_valid.numpy()] = priority[has_valid].numpy()
+        return out
+
+    def sequence_priority(self, td_abs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """``eta * max + (1 - eta) * mean`` of ``|delta|`` ``[T, N]`` over the valid rows: ``[N]``."""
+        if self.delta_clip is not None:
+            td_abs = td_abs.clamp(max=self.delta_clip)
+        max_d = (td_abs * valid).max(dim=0).values
+        mean_d = valid_mean(td_abs, valid, dim=0)
+        return self.pri_eta * max_d + (1.0 - self.pri_eta) * mean_d
+
+    def make_dataset(self) -> ReplayDataset:
+        dataset = super().make_dataset()
+        # replay_ratio counts replayed training rows (rlpyt): a batch trains batch_size * batch_T.
+        dataset.updates_per_iteration /= self.batch_T
+        return dataset
+
+    # ----- loss -----
+
+    def loss(self, batch: SequenceSamplesFromReplay) -> dict[str, torch.Tensor]:
+        """R2D1 loss terms of one batch of ``N`` sequences ``[warmup_T + batch_T + n, N]``.
+
+        Returns:
+            ``loss`` (the scalar minimized) and the detached per-sequence terms ``[N]``:
+            ``priority`` (for the replay), ``q`` and ``td_abs`` (means of ``Q(s_t, a_t)`` and
+            ``|delta_t|`` over the valid rows) and ``valid_fraction``.
+        """
+        wT, bT, eps = self.warmup_T, self.batch_T, self.value_scale_eps
+        inputs = batch.agent_inputs
+        online_state = target_state = rnn_state_from_samples(batch.init_rnn_state)
+        if wT > 0:
+            with torch.no_grad():
+                _, online_state = self.agent(*inputs[:wT], online_state)
+                _, target_state = self.agent.target(*inputs[:wT], target_state)
+            keep = (~batch.done[:wT].any(dim=0)).to(online_state.h.dtype)[None, :, None]  # [1, N, 1]
+            online_state = buffer_func(online_state, lambda s: s * keep)
+            target_state = buffer_func(target_state, lambda s: s * keep)
+        q, _ = self.agent(*inputs[wT:], online_state)  # [bT + n, N, A]
+        target_q, _ = self.agent.target(*inputs[wT:], target_state)
+        action = batch.action[wT : wT + bT].long()
+        q_taken = q[:bT].gather(-1, action[..., None]).squeeze(-1)  # [bT, N]
+        n_steps = batch.n_steps[wT:]
+        with torch.no_grad():
+            rows = torch.arange(bT, device=q.device)[:, None] + n_steps  # bootstrap rows of q / target_q
+            rows = rows[..., None].expand(-1, -1, q.shape[-1])
+            next_target_q = target_q.gather(0, rows)
+            next_q = q.detach().gather(0, rows) if self.double_dqn else next_target_q
+            next_value = next_target_q.gather(-1, next_q.argmax(dim=-1, keepdim=True)).squeeze(-1)
+            bootstrap = (~batch.done_n[wT:]).to(q.dtype) * batch.discount_n[wT:]
+            y = value_rescale(batch.return_[wT:] + bootstrap * inv_value_rescale(next_value, eps), eps)
+            valid = valid_from_done(batch.done[wT:]) * (n_steps > 0).to(q.dtype)
+        delta = y - q_taken
+        if self.delta_clip is None:
+            losses = 0.5 * delta.square()
+        else:
+            losses = F.huber_loss(q_taken, y, reduction="none", delta=self.delta_clip)
+        if self.prioritized_replay:
+            losses = losses * batch.is_weights[None, :]
+        td_abs = delta.detach().abs()
+        return {
+            "loss": valid_mean(losses, valid),
+            "priority": self.sequence_priority(td_abs, valid),
+            "q": valid_mean(q_taken.detach(), valid, dim=0),
+            "td_abs": valid_mean(td_abs, valid, dim=0),
+            "valid_fraction": valid.mean(dim=0),
+        }

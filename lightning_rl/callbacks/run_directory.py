@@ -1,0 +1,217 @@
+"""What a run directory holds, and a checkpoint on SIGINT/SIGUSR1 so a run can be stopped and resumed.
+
+A run's log dir (``trainer.log_dir``, e.g. ``lightning_logs/version_3``) ends up with:
+
+* ``config.yaml``: the resolved config, written by LightningCLI's ``SaveConfigCallback`` (also for
+  ``--params`` files, which the CLI turns into a config first);
+* ``run_info.yaml``: the package version, a hash of the ``lightning_rl`` source files, the git
+  commit when the package sits in a git checkout, library versions and the command line;
+* the logger's files, and the checkpoints (in the ``ModelCheckpoint`` dirpath when the config
+  names one, else ``checkpoints/``).
+
+On SIGINT (Ctrl-C) or SIGUSR1 (what cluster schedulers send ahead of a time limit) the run saves
+``<checkpoint dir>/last.ckpt`` at the end of the current batch and stops cleanly, so
+``lightning-rl fit --config ... --ckpt_path last`` continues it. A second Ctrl-C while waiting for
+the batch to end interrupts at once, as Ctrl-C does without this callback.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from importlib import metadata
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytorch_lightning as pl
+import yaml
+from pytorch_lightning.utilities import rank_zero_info
+
+import lightning_rl
+
+RUN_INFO_FILE = "run_info.yaml"
+LAST_CHECKPOINT = "last.ckpt"
+
+
+def code_hash(root: str | Path | None = None) -> str:
+    """SHA-256 over the relative paths and contents of the ``.py`` files under ``root``.
+
+    Args:
+        root: Package directory; default: the installed ``lightning_rl`` package.
+
+    Returns:
+        ``"sha256:<hex digest>"``; it changes with any edit to any source file.
+    """
+    root = Path(root) if root is not None else Path(lightning_rl.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return "sha256:" + digest.hexdigest()
+
+
+def git_commit(path: str | Path | None = None) -> str | None:
+    """The commit checked out where ``path`` (default: the package) lives; None outside git."""
+    path = Path(path) if path is not None else Path(lightning_rl.__file__).parent
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            # A read-only query: do not take git's optional index lock.
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = result.stdout.strip()
+    return commit if result.returncode == 0 and commit else None
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def run_info() -> dict[str, Any]:
+    """What identifies the code and environment of a run (the content of ``run_info.yaml``)."""
+    return {
+        "lightning_rl_version": lightning_rl.__version__,
+        "code_hash": code_hash(),
+        "git_commit": git_commit(),
+        "python": sys.version.split()[0],
+        "torch": _version("torch"),
+        "pytorch_lightning": _version("pytorch-lightning"),
+        "gymnasium": _version("gymnasium"),
+        "numpy": _version("numpy"),
+        "command": list(sys.argv),
+        "cwd": os.getcwd(),
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "started_at": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
+
+
+class RunDirectoryCallback(pl.Callback):
+    """Writes ``run_info.yaml`` into the log dir and checkpoints on SIGINT/SIGUSR1 (module docstring).
+
+    Signal handlers are installed when fitting starts, in the main thread of every rank, and the
+    previous handlers are restored when fitting ends (before that, a signal does what it did
+    without this callback; a signal the process ignores stays ignored). A signal only sets a flag; at the next
+    training batch end every rank (the flag is reduced over DDP ranks) saves the checkpoint with
+    ``trainer.save_checkpoint`` and the trainer stops. The run then ends as a normal fit does
+    (exit status 0 from the CLI).
+
+    Args:
+        signals: Names of the signals that save and stop (``SIGINT``, ``SIGUSR1``, ``SIGTERM``,
+            ...); empty: no signal handling.
+        dirpath: Where ``last.ckpt`` goes; default: the first ``ModelCheckpoint``'s dirpath, else
+            ``<log_dir>/checkpoints``. ``--ckpt_path last`` finds it in the ModelCheckpoint dir.
+        write_run_info: Write ``run_info.yaml`` into the log dir (global rank 0).
+
+    Raises:
+        ValueError: If a name in ``signals`` is not a signal of this platform.
+    """
+
+    def __init__(
+        self,
+        signals: list[str] | tuple[str, ...] = ("SIGINT", "SIGUSR1"),
+        dirpath: str | None = None,
+        write_run_info: bool = True,
+    ) -> None:
+        self.signals: list[signal.Signals] = []
+        for name in signals:
+            if not isinstance(getattr(signal, str(name), None), signal.Signals):
+                raise ValueError(f"signals: {name!r} is not a signal name on this platform (e.g. 'SIGUSR1')")
+            self.signals.append(getattr(signal, name))
+        self.dirpath = dirpath
+        self.write_run_info = write_run_info
+        self.received: signal.Signals | None = None
+        self.checkpoint_path: str | None = None
+        self._saved = False
+        self._previous: dict[signal.Signals, Any] = {}
+
+    # ----- signals -----
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        sig = signal.Signals(signum)
+        if self.received is not None and sig == signal.SIGINT:
+            # A second Ctrl-C: the user does not want to wait for the batch to end.
+            previous = self._previous.get(sig)
+            if callable(previous):
+                previous(signum, frame)
+                return
+            raise KeyboardInterrupt
+        if self.received is None:
+            self.received = sig
+
+    def _install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal.signal works in the main thread only
+        for sig in self.signals:
+            previous = signal.getsignal(sig)
+            if previous is signal.SIG_IGN:
+                continue  # whoever started the process chose to ignore it (nohup, background jobs)
+            self._previous[sig] = previous
+            signal.signal(sig, self._handle)
+
+    def _restore(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+        self._previous = {}
+
+    # ----- hooks -----
+
+    def _checkpoint_dir(self, trainer: pl.Trainer) -> str:
+        if self.dirpath is not None:
+            return self.dirpath
+        checkpoint = trainer.checkpoint_callback
+        if checkpoint is not None and getattr(checkpoint, "dirpath", None):
+            return str(checkpoint.dirpath)
+        return os.path.join(trainer.log_dir or trainer.default_root_dir, "checkpoints")
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        self.received = None
+        self._saved = False
+        self._install()
+        # log_dir broadcasts under DDP: every rank asks for it.
+        log_dir = trainer.log_dir
+        self.checkpoint_path = os.path.join(self._checkpoint_dir(trainer), LAST_CHECKPOINT)
+        if self.write_run_info and trainer.is_global_zero and log_dir is not None:
+            os.makedirs(log_dir, exist_ok=True)
+            info = {**run_info(), "world_size": trainer.world_size, "log_dir": os.path.abspath(log_dir)}
+            with open(os.path.join(log_dir, RUN_INFO_FILE), "w") as f:
+                yaml.safe_dump(info, f, sort_keys=False)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self._saved:
+            return  # stopping already (Trainer(min_epochs=...) can keep it going a while)
+        requested = self.received is not None
+        if trainer.world_size > 1:
+            # All ranks must save together (save_checkpoint has a barrier): stop if any rank got it.
+            requested = trainer.strategy.reduce_boolean_decision(requested, all=False)
+        if not requested:
+            return
+        name = self.received.name if self.received is not None else "a signal on another rank"
+        rank_zero_info(f"Received {name}: saving {self.checkpoint_path} and stopping.")
+        trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
+        self._saved = True
+        trainer.should_stop = True
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        self._restore()
+
+    def teardown(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
+        # on_fit_end does not run when fitting fails; never leave our handlers behind.
+        self._restore()
