@@ -154,12 +154,13 @@ class OffPolicyAlgorithm(RLModule):
 
     def setup(self, stage: str) -> None:
         ready = self._sampler_ready
+        if not ready and hasattr(self.agent, "set_min_itr_learn"):
+            # Before the sampler starts (and forks) its workers, so their agent copies see it too.
+            self.agent.set_min_itr_learn(self.min_steps_learn // self.sampler.batch_spec.size)
         super().setup(stage)
         if ready or stage != "fit":
             return
         self.replay = self.build_replay()
-        if hasattr(self.agent, "set_min_itr_learn"):
-            self.agent.set_min_itr_learn(self.min_steps_learn // self.sampler.batch_spec.size)
         if self.checkpoint_replay:
             strategy = self.trainer.strategy
             strategy.checkpoint_io = ReplayCheckpointIO(strategy.checkpoint_io)

@@ -15,6 +15,7 @@ from lightning_rl.algos.categorical_dqn import project_distribution
 from lightning_rl.envs import make_env
 from lightning_rl.replays import FrameReplayStorage, SamplesFromReplay
 from lightning_rl.samplers import SerialSampler
+from tests.algos.test_dqn import CARTPOLE_SAMPLER, FAST_CARTPOLE, solve_cartpole
 from tests.algos.test_on_policy import make_trainer, params_vector
 
 Z3 = torch.tensor([-1.0, 0.0, 1.0])
@@ -133,15 +134,8 @@ def test_tiny_atari_run():
 def test_c51_solves_cartpole():
     pl.seed_everything(1)
     module = CategoricalDQN(
-        CatDqnAgent(hidden_sizes=[256, 256], n_atoms=51, V_min=0.0, V_max=100.0, eps_itr_min=0, eps_itr_max=31,
-                    eps_final=0.04),
-        SerialSampler(env_id="CartPole-v1", batch_T=256, batch_B=1),
-        batch_size=64, replay_size=100_000, replay_ratio=32, min_steps_learn=1000, target_update_interval=128,
-        learning_rate=2.3e-3, optimizer_eps=1e-8, total_env_steps=150_000, log_interval_steps=1024,
+        CatDqnAgent(hidden_sizes=[64, 64], n_atoms=51, V_min=0.0, V_max=100.0, eps_itr_min=0, eps_itr_max=80,
+                    eps_final=0.02),
+        SerialSampler(**CARTPOLE_SAMPLER), **FAST_CARTPOLE,
     )
-    stop = pl.callbacks.EarlyStopping(
-        monitor="train/return_mean", mode="max", stopping_threshold=475.0, patience=10**9, strict=False,
-        check_on_train_epoch_end=True,
-    )
-    make_trainer(callbacks=[stop]).fit(module)
-    assert float(module.trainer.callback_metrics["train/return_mean"]) >= 475.0, module.train_state
+    assert solve_cartpole(module) >= 475.0, module.train_state

@@ -15,8 +15,7 @@ from lightning_rl.algos.qpg_common import split_updates
 from lightning_rl.cli import main
 from lightning_rl.envs import make_env
 from lightning_rl.samplers import SerialSampler
-from tests.algos.test_dqn import assert_same
-from tests.algos.test_on_policy import make_trainer, params_vector
+from tests.algos.test_on_policy import assert_same, make_trainer, params_vector
 from tests.algos.test_sac import end_of_episode_batch
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,7 @@ from lightning_rl.cli import main
 from lightning_rl.envs import make_env
 from lightning_rl.replays import SamplesFromReplay
 from lightning_rl.samplers import SerialSampler
-from tests.algos.test_dqn import assert_same
-from tests.algos.test_on_policy import make_trainer, params_vector
+from tests.algos.test_on_policy import assert_same, make_trainer, params_vector
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = dict(hidden_sizes=[16], q_hidden_sizes=[16])
