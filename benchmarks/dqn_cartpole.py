@@ -143,7 +143,8 @@ def main() -> None:
             print(f"{name:13s} seed {seed}: {r['seconds']:7.1f} s  {r['env_steps']:7d} env steps  solved={r['solved']}",
                   flush=True)
     print()
-    print(f"{'framework':13s} {'mean s':>8s} {'median s':>9s} {'mean env steps':>15s} {'s / 1k steps':>13s} {'solved':>7s}")
+    header = ("mean s", "median s", "mean env steps", "s / 1k steps", "solved")
+    print(f"{'framework':13s} {header[0]:>8s} {header[1]:>9s} {header[2]:>15s} {header[3]:>13s} {header[4]:>7s}")
     means = {}
     for name in ("lightning_rl", "sb3"):
         r = [row for row in rows if row[0] == name]

@@ -150,8 +150,8 @@ def test_loss_gradient_reaches_only_the_online_network():
 
 
 class _RecordingDQN(DQN):
-    """Records the weights each collection acts with, the weights after each update step, the
-    target network, and the priorities sent to the replay."""
+    """Records the weights each collection acts with, the weights after each training step and
+    the priorities sent to the replay."""
 
     def setup(self, stage: str) -> None:
         super().setup(stage)
@@ -201,7 +201,8 @@ def test_direct_updates_match_lightnings_path_and_count_global_steps():
             self.calls += 1
 
     results = {}
-    for name, direct, callbacks in [("direct", True, []), ("lightning", False, []), ("hooked", True, [CountBackward()])]:
+    runs = [("direct", True, []), ("lightning", False, []), ("hooked", True, [CountBackward()])]
+    for name, direct, callbacks in runs:
         pl.seed_everything(0)
         module = cartpole_dqn(total_env_steps=512, direct_updates=direct)
         trainer = make_trainer(callbacks=callbacks)
@@ -246,7 +247,7 @@ def test_prioritized_training_sends_td_errors_back_and_changes_sampling():
     assert len(module.sent) == 3  # one call per training step, all K batches at once
     idxs, priorities = module.sent[-1]
     assert idxs.shape == priorities.shape == (16 * 32,)
-    # The sum tree holds priority ** alpha for the last batch's samples (last write wins).
+    # The sum tree holds priority ** alpha for the last step's samples (the last write wins).
     last = {int(i): float(p) for i, p in zip(idxs, priorities)}
     ids = torch.tensor(list(last))
     B, T = replay.B, replay.T
