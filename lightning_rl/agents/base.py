@@ -158,10 +158,21 @@ class BaseAgent(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        if self.model is None:
+        """Where the training model's parameters live (CPU before ``initialize``)."""
+        model = self.model
+        if model is None:
             return torch.device("cpu")
-        p = next(self.model.parameters(), None)
-        return p.device if p is not None else torch.device("cpu")
+        # Looking the first parameter up walks the module tree (tens of microseconds, on every
+        # acting step); the parameter object itself keeps its device current through moves.
+        cache = self.__dict__.get("_device_probe")
+        if cache is None or cache[0] is not model:
+            cache = (model, next(model.parameters(), None))
+            self.__dict__["_device_probe"] = cache
+        return cache[1].device if cache[1] is not None else torch.device("cpu")
+
+    def to_cpu(self, step: Any) -> Any:
+        """``step`` (an ``AgentStep`` or any buffer) with CPU tensors; as it is when the model is on CPU."""
+        return step if self.device.type == "cpu" else buffer_to(step, "cpu")
 
     def to_device(self, device: torch.device | str | None) -> None:
         """Move the training model to ``device``; a shared CPU model stays where it is."""
@@ -175,6 +186,7 @@ class BaseAgent(nn.Module):
             probe = fn(torch.zeros((), dtype=torch.float32))
             if isinstance(probe, torch.Tensor) and (probe.device.type != "cpu" or probe.dtype != torch.float32):
                 self.model = copy.deepcopy(self.shared_model)
+        self.__dict__.pop("_device_probe", None)
         return super()._apply(fn, recurse)
 
     def sync_shared_memory(self) -> None:
@@ -203,8 +215,8 @@ class BaseAgent(nn.Module):
         float64 leaves (numpy's default) become float32, the models' dtype; integer leaves
         (uint8 frames, long actions) keep their dtype.
         """
-        inputs = buffer_to(AgentInputs(observation, prev_action, prev_reward), self.device)
-        return buffer_func(inputs, _float32)
+        device = self.device
+        return AgentInputs(_input_to(observation, device), _input_to(prev_action, device), _input_to(prev_reward, device))
 
     def reset(self) -> None:
         """Called before sampling starts and when all envs reset (recurrent state, noise)."""
@@ -314,6 +326,21 @@ def check_continuous_action_space(space: Any, owner: str, bounded: bool = False)
 
 
 def _float32(t: torch.Tensor) -> torch.Tensor:
+    return t.float() if t.dtype == torch.float64 else t
+
+
+def _input_to(x: Any, device: torch.device) -> Any:
+    """One agent input (an array, a tensor, None or a nested structure of them) as tensors on ``device``."""
+    if isinstance(x, np.ndarray):
+        t = torch.from_numpy(x)
+    elif isinstance(x, torch.Tensor):
+        t = x
+    elif x is None:
+        return None
+    else:  # dict / tuple observations, python scalars
+        return buffer_func(buffer_to(x, device), _float32)
+    if t.device != device:
+        t = t.to(device)
     return t.float() if t.dtype == torch.float64 else t
 
 

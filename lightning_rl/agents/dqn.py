@@ -141,7 +141,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         """Epsilon-greedy actions ``[B]`` (long, CPU) and ``DqnAgentInfo(q [B, A])``."""
         q = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
         action = self.distribution.sample(q)
-        return buffer_to(AgentStep(action, DqnAgentInfo(q=q)), "cpu")
+        return self.to_cpu(AgentStep(action, DqnAgentInfo(q=q)))
 
     @torch.no_grad()
     def target(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
@@ -231,7 +231,7 @@ class CatDqnAgent(DqnAgent):
         """Epsilon-greedy actions ``[B]`` (long, CPU) and ``CatDqnAgentInfo(p [B, A, n_atoms])``."""
         p = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
         action = self.distribution.sample(p)
-        return buffer_to(AgentStep(action, CatDqnAgentInfo(p=p)), "cpu")
+        return self.to_cpu(AgentStep(action, CatDqnAgentInfo(p=p)))
 
 
 class R2d1Agent(RecurrentAgentMixin, DqnAgent):
@@ -323,7 +323,7 @@ class R2d1Agent(RecurrentAgentMixin, DqnAgent):
             prev_rnn_state = buffer_func(rnn_state, torch.zeros_like)
         agent_info = R2d1AgentInfo(q=q, prev_rnn_state=rnn_state_to_samples(prev_rnn_state))
         self.advance_rnn_state(rnn_state)
-        return buffer_to(AgentStep(action, agent_info), "cpu")
+        return self.to_cpu(AgentStep(action, agent_info))
 
 
 class AlternatingR2d1Agent(AlternatingRecurrentAgentMixin, R2d1Agent):

@@ -155,7 +155,7 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
             action = self.mode_action(dist_info)
         else:
             action = self.distribution.sample(dist_info)
-        return buffer_to(AgentStep(action, agent_info), "cpu")
+        return self.to_cpu(AgentStep(action, agent_info))
 
     @torch.no_grad()
     def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:

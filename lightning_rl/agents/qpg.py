@@ -28,7 +28,6 @@ from lightning_rl.agents.base import (
     is_image_space,
     make_target_model,
 )
-from lightning_rl.data.buffers import buffer_to
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.distributions import DistInfoStd, Gaussian
 from lightning_rl.models import MuMlpModel, PiMlpModel, QofMuMlpModel, update_state_dict
@@ -248,7 +247,7 @@ class DdpgAgent(QpgAgentBase):
             action = mu
         else:
             action = self.sampling_distribution().sample(DistInfoStd(mean=mu, log_std=None))
-        return buffer_to(AgentStep(self.to_env_action(action), DdpgAgentInfo(mu=self.to_env_action(mu))), "cpu")
+        return self.to_cpu(AgentStep(self.to_env_action(action), DdpgAgentInfo(mu=self.to_env_action(mu))))
 
 
 class Td3Agent(DdpgAgent):
@@ -437,4 +436,4 @@ class SacAgent(QpgAgentBase):
             action = torch.tanh(mean)
         else:
             action = self.sampling_distribution().sample(dist_info)
-        return buffer_to(AgentStep(self.to_env_action(action), SacAgentInfo(dist_info=dist_info)), "cpu")
+        return self.to_cpu(AgentStep(self.to_env_action(action), SacAgentInfo(dist_info=dist_info)))

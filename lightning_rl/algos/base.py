@@ -7,6 +7,16 @@ updates with manual optimization; an epoch is ``log_interval_steps`` env steps a
 stops after ``total_env_steps``. Checkpoints carry the counters, the sampler (and, for the serial
 sampler, the envs), RNG states and the minibatch shuffle generator, so a resumed run continues
 exactly where the interrupted one stopped.
+
+Direct updates: every algorithm updates through :meth:`RLModule.update_step`. On one device in
+32-bit precision, with no module or callback hook around backward or the optimizer step (the
+usual case), it calls ``zero_grad``, ``backward``, ``clip_grad_norm_`` and ``step`` itself,
+exactly as Lightning's manual optimization would (same order, same arithmetic, and
+``trainer.global_step`` still counts optimizer steps), minus the per-update hook dispatch over
+the strategy, precision plugin and every callback: 0.2-0.4 ms per update on a 2-core CPU, a
+sixth of a small MLP update. Under DDP, mixed precision, or when any of those hooks is
+overridden, and with ``module.direct_updates = False``, updates go through Lightning's path
+(``manual_backward``, ``clip_gradients``, ``LightningOptimizer.step``).
 """
 
 from __future__ import annotations
@@ -15,12 +25,14 @@ import math
 import os
 import pickle
 import random
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.plugins.precision import Precision
 from pytorch_lightning.profilers import PassThroughProfiler, Profiler
+from pytorch_lightning.strategies import SingleDeviceStrategy
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
@@ -30,6 +42,8 @@ from lightning_rl.datasets.state import TrainState
 
 CHECKPOINT_KEY = "lightning_rl"
 _NO_PROFILER = PassThroughProfiler()
+#: Lightning hooks around a manual update; direct updates need them all left as they are.
+_UPDATE_HOOKS = ("on_before_backward", "on_after_backward", "on_before_optimizer_step")
 
 
 class RLModule(pl.LightningModule):
@@ -82,6 +96,9 @@ class RLModule(pl.LightningModule):
         self.train_state = TrainState()
         self.minibatch_generator = np.random.default_rng(self._base_seed())
         self._sampler_ready = False
+        #: Allow the direct update path (see the module docstring); False forces Lightning's path.
+        self.direct_updates = True
+        self._direct = False
 
     # ----- set-up -----
 
@@ -162,14 +179,71 @@ class RLModule(pl.LightningModule):
 
     # ----- optimization helpers shared by algorithms -----
 
-    def optimizer_step(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
-        """One manual update: zero grads, backward, optional grad-norm clip, step."""
-        with self.profiler.profile("learner/update"):
-            optimizer.zero_grad(set_to_none=True)
+    def on_train_start(self) -> None:
+        self._direct = self.direct_updates and self.direct_updates_safe()
+
+    def direct_updates_safe(self) -> bool:
+        """Whether an update may bypass Lightning's hook dispatch without changing anything."""
+        if self._trainer is None:
+            return False
+        strategy = self.trainer.strategy
+        if type(strategy) is not SingleDeviceStrategy or type(strategy.precision_plugin) is not Precision:
+            return False
+        module_hooks = (*_UPDATE_HOOKS, "backward", "configure_gradient_clipping")
+        if any(getattr(type(self), h) is not getattr(pl.LightningModule, h) for h in module_hooks):
+            return False
+        callbacks = self.trainer.callbacks
+        return all(getattr(type(c), h) is getattr(pl.Callback, h) for c in callbacks for h in _UPDATE_HOOKS)
+
+    def update_step(
+        self,
+        optimizers: Sequence[Any],
+        loss: torch.Tensor,
+        clip_grad_norm: float | None | Sequence[float | None] = None,
+    ) -> None:
+        """Zero the grads of ``optimizers``, backpropagate ``loss`` once, clip, step each optimizer.
+
+        Args:
+            optimizers: The ``LightningOptimizer``s of ``self.optimizers()`` that ``loss`` trains
+                (disjoint parameter sets).
+            loss: The scalar to minimize.
+            clip_grad_norm: Max gradient norm, applied to each optimizer's parameters separately;
+                one value for all, a value per optimizer, or None for no clipping.
+
+        Does not count updates (algorithms count one per batch, however many optimizers step).
+        Direct or through Lightning, see the module docstring.
+        """
+        if clip_grad_norm is None or isinstance(clip_grad_norm, (int, float)):
+            clips: Sequence[float | None] = [clip_grad_norm] * len(optimizers)
+        else:
+            clips = clip_grad_norm
+        if not self._direct:
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
             self.manual_backward(loss)
-            if clip_grad_norm is not None:
-                self.clip_gradients(optimizer, gradient_clip_val=clip_grad_norm, gradient_clip_algorithm="norm")
-            optimizer.step()
+            for optimizer, clip in zip(optimizers, clips):
+                if clip is not None:
+                    self.clip_gradients(optimizer, gradient_clip_val=clip, gradient_clip_algorithm="norm")
+            for optimizer in optimizers:
+                optimizer.step()
+            return
+        inners = [optimizer.optimizer for optimizer in optimizers]
+        for inner in inners:
+            inner.zero_grad(set_to_none=True)
+        loss.backward()
+        for inner, clip in zip(inners, clips):
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_([p for g in inner.param_groups for p in g["params"]], clip)
+        for optimizer, inner in zip(optimizers, inners):
+            # The manual-optimization loop's own step bookkeeping (global_step, profiler).
+            optimizer._on_before_step()
+            inner.step()
+            optimizer._on_after_step()
+
+    def optimizer_step(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
+        """One counted update of one optimizer (:meth:`update_step`), timed as ``learner/update``."""
+        with self.profiler.profile("learner/update"):
+            self.update_step([optimizer], loss, clip_grad_norm)
         self.train_state.updates += 1
 
     @property
@@ -254,6 +328,14 @@ class RLModule(pl.LightningModule):
         """Raise ``ValueError`` naming ``name`` unless ``value`` is positive (or zero if allowed)."""
         if value < 0 or (value == 0 and not allow_zero) or (isinstance(value, float) and math.isnan(value)):
             raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "train/") -> dict[str, torch.Tensor]:
+    """Average per-update metric rows (each a ``[len(names)]`` tensor) into ``{prefix + name: value}``."""
+    if not rows:
+        return {}
+    means = torch.stack(rows).mean(0)
+    return {prefix + name: means[i] for i, name in enumerate(names)}
 
 
 def _keep_batch(batch: Any) -> Any:

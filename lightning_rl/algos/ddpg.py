@@ -19,30 +19,36 @@ for after one sampler iteration (:class:`~lightning_rl.datasets.replay.ReplayDat
 runs ``K`` updates. Before ``min_steps_learn`` env steps the agent acts uniformly at random
 (``pretrain_uniform``) or with its ``pretrain_std`` noise. Deviations from rlpyt: none but the
 uniform pretraining actions (Stable-Baselines3's ``learning_starts``).
+
+TD3 (:mod:`lightning_rl.algos.td3`) is this class with a ``Td3Agent`` (twin critics, smoothed
+target actions) and delayed policy updates: the critic target takes the minimum over the agent's
+target critics (one here), and ``L_mu`` uses the first critic.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from lightning_rl.agents.qpg import DdpgAgent
-from lightning_rl.algos.off_policy import OffPolicyAlgorithm
+from lightning_rl.algos.base import mean_metrics
 from lightning_rl.algos.qpg_common import (
-    SoftTargetUpdate,
-    check_qpg_args,
-    deterministic_mu_loss,
-    deterministic_q_loss,
-    deterministic_q_target,
-    deterministic_updates,
+    QpgAlgorithm,
     QpgBatch,
+    as_tuple,
+    check_qpg_args,
+    critic_loss,
+    frozen,
     make_adam,
+    min_over,
+    n_step_target,
 )
 from lightning_rl.samplers.base import BaseSampler
 
 
-class DDPG(OffPolicyAlgorithm):
+class DDPG(QpgAlgorithm):
     """DDPG as a LightningModule (separate policy and critic Adam optimizers).
 
     Args:
@@ -101,60 +107,80 @@ class DDPG(OffPolicyAlgorithm):
         checkpoint_sampler_state: bool = True,
         torch_threads: int | None = None,
     ) -> None:
-        if not isinstance(agent, DdpgAgent):
-            raise ValueError(f"{type(self).__name__} needs a DdpgAgent (or Td3Agent), got agent={agent!r}")
+        self.check_agent(agent)
         super().__init__(
-            agent, sampler, batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio,
-            min_steps_learn=min_steps_learn, n_step_return=n_step_return, discount=discount,
-            updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay, total_env_steps=total_env_steps,
+            agent, sampler, target_update_tau=target_update_tau, target_update_interval=target_update_interval,
+            reward_scale=reward_scale, clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip,
+            bootstrap_timelimit=bootstrap_timelimit, pretrain_uniform=pretrain_uniform, batch_size=batch_size,
+            replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
+            n_step_return=n_step_return, discount=discount, updates_per_sync=updates_per_sync,
+            checkpoint_replay=checkpoint_replay, total_env_steps=total_env_steps,
             log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
             torch_threads=torch_threads,
         )
         check_qpg_args(
-            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
             policy_update_interval=policy_update_interval, learning_rate=learning_rate,
-            q_learning_rate=q_learning_rate, reward_scale=reward_scale, clip_grad_norm=clip_grad_norm,
-            q_target_clip=q_target_clip,
+            q_learning_rate=q_learning_rate,
         )
-        self.target_update_tau = target_update_tau
-        self.target_update_interval = target_update_interval
         self.policy_update_interval = policy_update_interval
         self.learning_rate = learning_rate
         self.q_learning_rate = q_learning_rate
-        self.reward_scale = reward_scale
-        self.clip_grad_norm = clip_grad_norm
-        self.q_target_clip = q_target_clip
-        self.bootstrap_timelimit = bootstrap_timelimit
-        self.pretrain_uniform = pretrain_uniform
-        self.soft_target_update = SoftTargetUpdate()
         self.save_hyperparameters(ignore=["agent", "sampler"])
 
-    def setup(self, stage: str) -> None:
-        if not self._sampler_ready:
-            # Before the sampler forks its workers, so they pretrain too.
-            min_itr = self.min_steps_learn // self.sampler.batch_spec.size
-            self.agent.set_min_itr_learn(min_itr, uniform=self.pretrain_uniform)
-        super().setup(stage)
-
-    def on_train_start(self) -> None:
-        self.soft_target_update.reset()
+    def check_agent(self, agent: Any) -> None:
+        """Raise ``ValueError`` unless ``agent`` is a ``DdpgAgent`` (a ``Td3Agent`` is one too)."""
+        if not isinstance(agent, DdpgAgent):
+            raise ValueError(f"{type(self).__name__} needs a DdpgAgent (or Td3Agent), got agent={agent!r}")
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
+        """``K`` updates, rlpyt's order per replay batch: one critic step; every
+        ``policy_update_interval`` updates a policy step against the updated critic; every
+        ``target_update_interval`` updates a soft target update. Logs the mean metrics."""
         if not batch:
             return
-        self.log_step_metrics(deterministic_updates(self, batch))
+        mu_optimizer, q_optimizer = self.optimizers()
+        state = self.train_state
+        q_rows: list[Tensor] = []
+        mu_rows: list[Tensor] = []
+        with self.profiler.profile("learner/update"):
+            for mb in self.split_updates(batch):
+                state.updates += 1
+                q_terms = self.q_loss(mb)
+                self.update_step([q_optimizer], q_terms["q_loss"], self.clip_grad_norm)
+                q_rows.append(torch.stack([q_terms["q_loss"].detach(), q_terms["q_mean"], q_terms["target_mean"]]))
+                if state.updates % self.policy_update_interval == 0:
+                    mu_loss = self.mu_loss(mb)["mu_loss"]
+                    self.update_step([mu_optimizer], mu_loss, self.clip_grad_norm)
+                    mu_rows.append(mu_loss.detach()[None])
+                if state.updates % self.target_update_interval == 0:
+                    self.soft_target_update(self.agent, self.target_update_tau)
+        metrics = mean_metrics(("q_loss", "q_mean", "target_mean"), q_rows)
+        metrics.update(mean_metrics(("mu_loss",), mu_rows))
+        self.log_step_metrics(metrics)
+
+    @torch.no_grad()
+    def q_target(self, batch: QpgBatch) -> Tensor:
+        """``y = return_ + bootstrap * min_j Q'_j(s', mu'(s'))`` ``[N]`` (no grad).
+
+        One target critic for DDPG; for TD3 the minimum of two at the smoothed target action
+        (``Td3Agent.target_q_at_mu``).
+        """
+        next_q = min_over(as_tuple(self.agent.target_q_at_mu(*batch.next_inputs)))
+        return n_step_target(batch, next_q, self.q_target_clip)
 
     def q_loss(self, batch: QpgBatch) -> dict[str, Tensor]:
-        """Critic loss ``L_q`` of one replay batch (``q_loss``, ``q_mean``, ``target_mean``)."""
-        return deterministic_q_loss(self.agent, batch, self.q_target_clip)
-
-    def q_target(self, batch: QpgBatch) -> Tensor:
-        """The critics' regression target ``y`` ``[N]`` of one replay batch (no grad)."""
-        return deterministic_q_target(self.agent, batch, self.q_target_clip)
+        """Critic loss ``sum_i 0.5 * mean((y - Q_i(s, a))^2)`` (``q_loss``, ``q_mean``, ``target_mean``)."""
+        y = self.q_target(batch)
+        agent = self.agent
+        q_values = as_tuple(agent.q(*batch.inputs, agent.to_env_action(batch.action)))
+        loss = critic_loss(q_values, y)
+        return {"q_loss": loss, "q_mean": q_values[0].detach().mean(), "target_mean": y.mean()}
 
     def mu_loss(self, batch: QpgBatch) -> dict[str, Tensor]:
-        """Policy loss ``L_mu`` of one replay batch (``mu_loss``)."""
-        return deterministic_mu_loss(self.agent, batch)
+        """Policy loss ``-mean(Q_1(s, mu(s)))`` (``mu_loss``), with the critics' weights held constant."""
+        with frozen(self.agent.parameters_for("q")):
+            q = self.agent.q_at_mu(*batch.inputs)
+        return {"mu_loss": -q.mean()}
 
     def configure_optimizers(self) -> Any:
         # rlpyt's order: the policy's optimizer first, then the critics'.

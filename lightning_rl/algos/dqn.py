@@ -24,23 +24,17 @@ leading ``[K]`` dim (``K = replay_ratio * T * B / batch_size`` on average, none 
 drawn together, so priorities written by update ``k`` first affect the next iteration's draws;
 all ``K`` priority updates go back to the replay in one call at the end of the step.
 
-Direct updates: on one device in 32-bit precision, with no module or callback hook around
-backward or the optimizer step (the usual case), an update calls ``zero_grad``, ``backward``,
-``clip_grad_norm_`` and ``step`` directly, as Lightning's manual optimization would, minus the
-per-update hook dispatch over every callback: 0.2-0.35 ms per update with four callbacks on a
-2-core CPU, 12-17% of a CartPole update. ``trainer.global_step`` still counts the updates.
-Otherwise, and with ``direct_updates=False``, updates go through Lightning's path.
+Updates take the direct path of :meth:`~lightning_rl.algos.base.RLModule.update_step` when it is
+safe (0.2-0.35 ms saved per update on a 2-core CPU, 12-17% of a CartPole update);
+``direct_updates=False`` forces Lightning's path.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from pytorch_lightning.plugins.precision import Precision
-from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import CatDqnAgent, DqnAgent, R2d1Agent
@@ -51,8 +45,6 @@ from lightning_rl.samplers.base import BaseSampler
 
 #: Added to ``|TD error|`` so no transition's priority drops to zero (Schaul et al. 2016).
 PRIORITY_EPS = 1e-6
-#: Lightning hooks around a manual update; direct updates need them all left as they are.
-_UPDATE_HOOKS = ("on_before_backward", "on_after_backward", "on_before_optimizer_step")
 
 
 class DQN(OffPolicyAlgorithm):
@@ -87,8 +79,8 @@ class DQN(OffPolicyAlgorithm):
         default_priority: Priority of new transitions.
         updates_per_sync: Updates between publishing weights to the sampler's agent.
         checkpoint_replay: Save the replay next to each checkpoint (``<path>.replay``).
-        direct_updates: Skip Lightning's per-update hook dispatch when nothing uses it (see the
-            module docstring).
+        direct_updates: Skip Lightning's per-update hook dispatch when nothing uses it
+            (:meth:`~lightning_rl.algos.base.RLModule.update_step`).
         total_env_steps: See :class:`~lightning_rl.algos.base.RLModule` (and the remaining
             arguments).
 
@@ -163,7 +155,6 @@ class DQN(OffPolicyAlgorithm):
         self.clip_grad_norm = clip_grad_norm
         self.linear_lr_schedule = linear_lr_schedule
         self.direct_updates = direct_updates
-        self._direct = False
         self.save_hyperparameters(ignore=["agent", "sampler"])
 
     def check_agent(self, agent: BaseAgent) -> None:
@@ -241,37 +232,6 @@ class DQN(OffPolicyAlgorithm):
         loss = (losses * batch.is_weights).mean() if self.prioritized_replay else losses.mean()
         q_taken = q_taken.detach()
         return {"loss": loss, "q": q_taken, "td_abs": (y - q_taken).abs()}
-
-    def on_train_start(self) -> None:
-        self._direct = self.direct_updates and self.direct_updates_safe()
-
-    def direct_updates_safe(self) -> bool:
-        """Whether an update may bypass Lightning's hook dispatch without changing anything."""
-        strategy = self.trainer.strategy
-        if type(strategy) is not SingleDeviceStrategy or type(strategy.precision_plugin) is not Precision:
-            return False
-        module_hooks = (*_UPDATE_HOOKS, "backward", "configure_gradient_clipping")
-        if any(getattr(type(self), h) is not getattr(pl.LightningModule, h) for h in module_hooks):
-            return False
-        callbacks = self.trainer.callbacks
-        return all(getattr(type(c), h) is getattr(pl.Callback, h) for c in callbacks for h in _UPDATE_HOOKS)
-
-    def optimizer_step(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
-        """One update; direct (see the module docstring) when :meth:`direct_updates_safe` allowed it."""
-        if not self._direct:
-            super().optimizer_step(optimizer, loss, clip_grad_norm)
-            return
-        with self.profiler.profile("learner/update"):
-            # The manual-optimization loop's own step bookkeeping (global_step, profiler).
-            optimizer._on_before_step()
-            inner = optimizer.optimizer
-            inner.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_([p for g in inner.param_groups for p in g["params"]], clip_grad_norm)
-            inner.step()
-            optimizer._on_after_step()
-        self.train_state.updates += 1
 
     def _lr_factor(self, itr: int) -> float:
         per_rank_steps = self.total_env_steps / max(self.trainer.world_size, 1)

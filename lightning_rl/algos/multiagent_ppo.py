@@ -32,7 +32,7 @@ from typing import Any, Literal
 import torch
 
 from lightning_rl.agents.multiagent import MultiAgent
-from lightning_rl.algos.base import linear_decay, make_optimizer
+from lightning_rl.algos.base import linear_decay, make_optimizer, mean_metrics
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
 from lightning_rl.algos.ppo import PPO
 from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
@@ -196,8 +196,7 @@ class MultiAgentPPO(PPO):
         optimizers = self._optimizer_list()
         ratio_clip = self.current_ratio_clip()
         names = self.agent.agent_names
-        totals: dict[str, torch.Tensor] = {}
-        n = 0
+        rows: list[torch.Tensor] = []
         for _ in range(self.epochs):
             per_agent = [
                 iterate_minibatches(getattr(batch, name), self.minibatches, self.recurrent, self.minibatch_generator)
@@ -205,19 +204,11 @@ class MultiAgentPPO(PPO):
             ]
             for minibatches in zip(*per_agent):
                 terms = self.loss(batch._new(minibatches), ratio_clip)
-                for optimizer in optimizers:
-                    optimizer.zero_grad(set_to_none=True)
-                self.manual_backward(terms["loss"])
-                for optimizer in optimizers:
-                    # Clipped per learner: one learner's large gradient does not shrink another's step.
-                    if self.clip_grad_norm is not None:
-                        self.clip_gradients(optimizer, self.clip_grad_norm, gradient_clip_algorithm="norm")
-                    optimizer.step()
+                # Clipped per learner: one learner's large gradient does not shrink another's step.
+                self.update_step(optimizers, terms["loss"], self.clip_grad_norm)
                 self.train_state.updates += 1
-                for k, v in terms.items():
-                    totals[k] = totals.get(k, 0.0) + v.detach()
-                n += 1
-        self.end_of_rollout({f"train/{k}": v / n for k, v in totals.items()})
+                rows.append(torch.stack([v.detach() for v in terms.values()]))
+        self.end_of_rollout(mean_metrics(list(terms), rows))
 
     def loss(self, batch: Any, ratio_clip: float) -> dict[str, torch.Tensor]:
         """Every agent's PPO terms as ``<agent>/<term>`` and the summed learner losses as ``loss``.

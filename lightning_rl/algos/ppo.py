@@ -23,6 +23,7 @@ import torch
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.samplers.base import BaseSampler
+from lightning_rl.algos.base import mean_metrics
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
@@ -86,16 +87,14 @@ class PPO(OnPolicyAlgorithm):
     def training_step(self, batch: OnPolicyBatch, batch_idx: int) -> None:
         optimizer = self.optimizers()
         ratio_clip = self.current_ratio_clip()
-        totals: dict[str, torch.Tensor] = {}
-        n = 0
+        rows: list[torch.Tensor] = []
         for _ in range(self.epochs):
             for minibatch in iterate_minibatches(batch, self.minibatches, self.recurrent, self.minibatch_generator):
                 terms = self.loss(minibatch, ratio_clip)
                 self.optimizer_step(optimizer, terms["loss"], self.clip_grad_norm)
-                for k, v in terms.items():
-                    totals[k] = totals.get(k, 0.0) + v.detach()
-                n += 1
-        self.end_of_rollout({f"train/{k}": v / n for k, v in totals.items()})
+                # One op per update; averaged once per rollout.
+                rows.append(torch.stack([v.detach() for v in terms.values()]))
+        self.end_of_rollout(mean_metrics(list(terms), rows))
 
     def loss(self, batch: OnPolicyBatch, ratio_clip: float) -> dict[str, torch.Tensor]:
         """PPO loss terms of a minibatch (see the module docstring)."""

@@ -1,10 +1,12 @@
-"""What DDPG, TD3 and SAC share: batch preparation, n-step targets, critic losses, target updates.
+"""What DDPG, TD3 and SAC share: the module base, batch preparation, n-step targets, critic losses,
+target updates.
 
-Each algorithm page (``ddpg.py``, ``td3.py``, ``sac.py``) states its losses and options; SAC
-keeps its update loop, while DDPG and TD3 (the same loop, one or two critics) share
-:func:`deterministic_updates` and the deterministic-policy losses below. The pieces are small
-and stateless (but for :class:`SoftTargetUpdate`, which caches the tensor lists of the target
-networks). The update loops avoid per-update Python overhead: a
+Each algorithm page (``ddpg.py``, ``td3.py``, ``sac.py``) states its losses and options.
+:class:`QpgAlgorithm` holds the options and set-up all three have (target updates, reward scale,
+clipping, time-limit bootstrapping, pretraining actions); SAC keeps its own update loop, and TD3
+is DDPG with twin critics and other defaults, so it inherits DDPG's loop and losses. The other
+pieces are small and stateless (but for :class:`SoftTargetUpdate`, which caches the tensor lists
+of the target networks). The update loops avoid per-update Python overhead: a
 ``[K, N]`` stack of replay batches is converted once (:func:`split_updates`), target networks
 move with one fused ``torch._foreach_lerp_`` and metrics stay tensors until the end of a
 ``training_step``.
@@ -20,22 +22,19 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 import torch
 from torch import nn
 
-from lightning_rl.agents.base import AgentInputs
+from lightning_rl.agents.base import AgentInputs, BaseAgent
+from lightning_rl.algos.off_policy import OffPolicyAlgorithm
+from lightning_rl.samplers.base import BaseSampler
 
 __all__ = [
+    "QpgAlgorithm",
     "QpgBatch",
     "SoftTargetUpdate",
-    "apply_gradients",
     "as_tuple",
     "check_qpg_args",
     "critic_loss",
-    "deterministic_mu_loss",
-    "deterministic_q_loss",
-    "deterministic_q_target",
-    "deterministic_updates",
     "frozen",
     "make_adam",
-    "mean_metrics",
     "min_over",
     "n_step_target",
     "split_updates",
@@ -192,82 +191,6 @@ def make_adam(params: Sequence[nn.Parameter], lr: float, eps: float = 1e-8) -> t
     return torch.optim.Adam(params, lr=lr, eps=eps, fused=fused or None)
 
 
-def apply_gradients(module: Any, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
-    """Zero grads, ``manual_backward``, optional grad-norm clip and step for one optimizer.
-
-    Unlike ``RLModule.optimizer_step`` it does not count updates: DDPG/TD3/SAC count one per
-    replay batch, however many optimizers it steps.
-    """
-    optimizer.zero_grad(set_to_none=True)
-    module.manual_backward(loss)
-    if clip_grad_norm is not None:
-        module.clip_gradients(optimizer, gradient_clip_val=clip_grad_norm, gradient_clip_algorithm="norm")
-    optimizer.step()
-
-
-def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "train/") -> dict[str, torch.Tensor]:
-    """Average per-update metric rows (each a ``[len(names)]`` tensor) into ``{prefix + name: value}``."""
-    if not rows:
-        return {}
-    means = torch.stack(rows).mean(0)
-    return {prefix + name: means[i] for i, name in enumerate(names)}
-
-
-@torch.no_grad()
-def deterministic_q_target(agent: Any, batch: QpgBatch, q_target_clip: float | None) -> torch.Tensor:
-    """DDPG/TD3 target ``y = return_ + bootstrap * min_j Q'_j(s', mu'(s'))`` ``[N]``.
-
-    One target critic for DDPG; for TD3 the minimum of two at the smoothed target action
-    (``Td3Agent.target_q_at_mu``).
-    """
-    next_q = min_over(as_tuple(agent.target_q_at_mu(*batch.next_inputs)))
-    return n_step_target(batch, next_q, q_target_clip)
-
-
-def deterministic_q_loss(agent: Any, batch: QpgBatch, q_target_clip: float | None) -> dict[str, torch.Tensor]:
-    """DDPG/TD3 critic loss ``sum_i 0.5 * mean((y - Q_i(s, a))^2)`` (see :func:`deterministic_q_target`)."""
-    y = deterministic_q_target(agent, batch, q_target_clip)
-    q_values = as_tuple(agent.q(*batch.inputs, agent.to_env_action(batch.action)))
-    loss = critic_loss(q_values, y)
-    return {"q_loss": loss, "q_mean": q_values[0].detach().mean(), "target_mean": y.mean()}
-
-
-def deterministic_mu_loss(agent: Any, batch: QpgBatch) -> dict[str, torch.Tensor]:
-    """DDPG/TD3 policy loss ``-mean(Q_1(s, mu(s)))``, with the critic's weights held constant."""
-    with frozen(agent.parameters_for("q")):
-        q = agent.q_at_mu(*batch.inputs)
-    return {"mu_loss": -q.mean()}
-
-
-def deterministic_updates(module: Any, batch: Any) -> dict[str, torch.Tensor]:
-    """DDPG/TD3's ``K`` updates from one stack of replay batches; returns the mean metrics.
-
-    ``module`` provides ``q_loss(batch)``, ``mu_loss(batch)``, two optimizers (policy, critic)
-    and the options named below. Per replay batch (rlpyt's order): one critic step; every
-    ``policy_update_interval`` updates a policy step against the updated critic; every
-    ``target_update_interval`` updates a soft target update with ``target_update_tau``.
-    """
-    mu_optimizer, q_optimizer = module.optimizers()
-    agent, state = module.agent, module.train_state
-    q_rows: list[torch.Tensor] = []
-    mu_rows: list[torch.Tensor] = []
-    with module.profiler.profile("learner/update"):
-        for mb in split_updates(agent, batch, module.reward_scale, module.bootstrap_timelimit):
-            state.updates += 1
-            q_terms = module.q_loss(mb)
-            apply_gradients(module, q_optimizer, q_terms["q_loss"], module.clip_grad_norm)
-            q_rows.append(torch.stack([q_terms["q_loss"].detach(), q_terms["q_mean"], q_terms["target_mean"]]))
-            if state.updates % module.policy_update_interval == 0:
-                mu_loss = module.mu_loss(mb)["mu_loss"]
-                apply_gradients(module, mu_optimizer, mu_loss, module.clip_grad_norm)
-                mu_rows.append(mu_loss.detach()[None])
-            if state.updates % module.target_update_interval == 0:
-                module.soft_target_update(agent, module.target_update_tau)
-    metrics = mean_metrics(("q_loss", "q_mean", "target_mean"), q_rows)
-    metrics.update(mean_metrics(("mu_loss",), mu_rows))
-    return metrics
-
-
 def check_qpg_args(**values: Any) -> None:
     """Raise ``ValueError`` naming the first bad DDPG/TD3/SAC hyperparameter.
 
@@ -287,3 +210,70 @@ def check_qpg_args(**values: Any) -> None:
                 raise ValueError(f"{name} must be an int >= 1, got {value}")
         elif not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number, got {value}")
+
+
+class QpgAlgorithm(OffPolicyAlgorithm):
+    """Base of DDPG, TD3 and SAC (Q-value policy gradients): their shared options and set-up.
+
+    Subclasses list every argument in their own signature (the CLI shows their defaults) and
+    pass these by keyword; the rest go to :class:`~lightning_rl.algos.off_policy.OffPolicyAlgorithm`.
+
+    Args:
+        agent: A DDPG, TD3 or SAC agent (``set_min_itr_learn``, ``target_pairs``).
+        sampler: Collects ``[T, B]`` batches.
+        target_update_tau: Soft target update step tau in (0, 1].
+        target_update_interval: Updates between target updates.
+        reward_scale: Factor on rewards (returns) in the target.
+        clip_grad_norm: Max gradient norm of each network; None for no clipping.
+        q_target_clip: Clip targets to ``+-q_target_clip``; None for no clipping.
+        bootstrap_timelimit: Bootstrap the target after time-outs (terminations never).
+        pretrain_uniform: Act uniformly at random before ``min_steps_learn``; False: with the
+            agent's ``pretrain_std`` noise (or its usual noise when that is None).
+        **kwargs: :class:`~lightning_rl.algos.off_policy.OffPolicyAlgorithm`'s arguments.
+
+    Raises:
+        ValueError: Naming the first bad hyperparameter.
+    """
+
+    def __init__(
+        self,
+        agent: BaseAgent,
+        sampler: BaseSampler,
+        *,
+        target_update_tau: float,
+        target_update_interval: int,
+        reward_scale: float,
+        clip_grad_norm: float | None,
+        q_target_clip: float | None,
+        bootstrap_timelimit: bool,
+        pretrain_uniform: bool,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(agent, sampler, **kwargs)
+        check_qpg_args(
+            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
+            reward_scale=reward_scale, clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip,
+        )
+        self.target_update_tau = target_update_tau
+        self.target_update_interval = target_update_interval
+        self.reward_scale = reward_scale
+        self.clip_grad_norm = clip_grad_norm
+        self.q_target_clip = q_target_clip
+        self.bootstrap_timelimit = bootstrap_timelimit
+        self.pretrain_uniform = pretrain_uniform
+        self.soft_target_update = SoftTargetUpdate()
+
+    def setup(self, stage: str) -> None:
+        if not self._sampler_ready:
+            # Before the sampler forks its workers, so they pretrain too.
+            min_itr = self.min_steps_learn // self.sampler.batch_spec.size
+            self.agent.set_min_itr_learn(min_itr, uniform=self.pretrain_uniform)
+        super().setup(stage)
+
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        self.soft_target_update.reset()
+
+    def split_updates(self, batch: Any) -> list[QpgBatch]:
+        """The ``K`` per-update batches of a ``[K, N]`` replay stack (see :func:`split_updates`)."""
+        return split_updates(self.agent, batch, self.reward_scale, self.bootstrap_timelimit)

@@ -39,17 +39,15 @@ import torch
 from torch import Tensor, nn
 
 from lightning_rl.agents.qpg import SacAgent
-from lightning_rl.algos.off_policy import OffPolicyAlgorithm
+from lightning_rl.algos.base import mean_metrics
 from lightning_rl.algos.qpg_common import (
+    QpgAlgorithm,
     QpgBatch,
-    SoftTargetUpdate,
     check_qpg_args,
     critic_loss,
     frozen,
     make_adam,
-    mean_metrics,
     n_step_target,
-    split_updates,
 )
 from lightning_rl.distributions import DistInfoStd
 from lightning_rl.samplers.base import BaseSampler
@@ -57,7 +55,7 @@ from lightning_rl.samplers.base import BaseSampler
 METRICS = ("loss", "q_loss", "pi_loss", "alpha_loss", "alpha", "entropy", "q_mean")
 
 
-class SAC(OffPolicyAlgorithm):
+class SAC(QpgAlgorithm):
     """SAC as a LightningModule (policy, critic and alpha Adam optimizers, all checkpointed).
 
     Args:
@@ -126,51 +124,37 @@ class SAC(OffPolicyAlgorithm):
         if not isinstance(agent, SacAgent):
             raise ValueError(f"SAC needs a SacAgent, got agent={agent!r}")
         super().__init__(
-            agent, sampler, batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio,
-            min_steps_learn=min_steps_learn, n_step_return=n_step_return, discount=discount,
-            updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay, total_env_steps=total_env_steps,
+            agent, sampler, target_update_tau=target_update_tau, target_update_interval=target_update_interval,
+            reward_scale=reward_scale, clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip,
+            bootstrap_timelimit=bootstrap_timelimit, pretrain_uniform=pretrain_uniform, batch_size=batch_size,
+            replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
+            n_step_return=n_step_return, discount=discount, updates_per_sync=updates_per_sync,
+            checkpoint_replay=checkpoint_replay, total_env_steps=total_env_steps,
             log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
             torch_threads=torch_threads,
         )
         check_qpg_args(
-            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
             learning_rate=learning_rate, q_learning_rate=q_learning_rate, alpha_learning_rate=alpha_learning_rate,
-            fixed_alpha=fixed_alpha, initial_alpha=initial_alpha, reward_scale=reward_scale,
-            clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip,
+            fixed_alpha=fixed_alpha, initial_alpha=initial_alpha,
         )
         numeric = isinstance(target_entropy, (int, float)) and math.isfinite(target_entropy)
         if target_entropy != "auto" and not numeric:
             raise ValueError(f"target_entropy must be 'auto' or a finite number, got {target_entropy!r}")
-        self.target_update_tau = target_update_tau
-        self.target_update_interval = target_update_interval
         self.learning_rate = learning_rate
         self.q_learning_rate = learning_rate if q_learning_rate is None else q_learning_rate
         self.alpha_learning_rate = learning_rate if alpha_learning_rate is None else alpha_learning_rate
         self.fixed_alpha = fixed_alpha
         self.target_entropy = target_entropy
-        self.reward_scale = reward_scale
-        self.clip_grad_norm = clip_grad_norm
-        self.q_target_clip = q_target_clip
-        self.bootstrap_timelimit = bootstrap_timelimit
-        self.pretrain_uniform = pretrain_uniform
         log_alpha = torch.tensor(math.log(initial_alpha if fixed_alpha is None else fixed_alpha))
         if fixed_alpha is None:
             self.log_alpha = nn.Parameter(log_alpha)
         else:
             self.register_buffer("log_alpha", log_alpha)
-        self.soft_target_update = SoftTargetUpdate()
         self._critic_parameters: list[nn.Parameter] | None = None
         self.save_hyperparameters(ignore=["agent", "sampler"])
 
-    def setup(self, stage: str) -> None:
-        if not self._sampler_ready:
-            # Before the sampler forks its workers, so they pretrain too.
-            min_itr = self.min_steps_learn // self.sampler.batch_spec.size
-            self.agent.set_min_itr_learn(min_itr, uniform=self.pretrain_uniform)
-        super().setup(stage)
-
     def on_train_start(self) -> None:
-        self.soft_target_update.reset()
+        super().on_train_start()
         self._critic_parameters = None
 
     @property
@@ -191,21 +175,13 @@ class SAC(OffPolicyAlgorithm):
         if not batch:
             return
         optimizers = self.optimizers()
-        pi_optimizer, q_optimizer = optimizers[0], optimizers[1]
+        # Policy and critics clipped separately; alpha (a scalar) never.
+        clips = [self.clip_grad_norm, self.clip_grad_norm, None][: len(optimizers)]
         rows: list[Tensor] = []
         with self.profiler.profile("learner/update"):
-            for mb in split_updates(self.agent, batch, self.reward_scale, self.bootstrap_timelimit):
+            for mb in self.split_updates(batch):
                 terms = self.loss(mb)
-                for optimizer in optimizers:
-                    optimizer.zero_grad(set_to_none=True)
-                self.manual_backward(terms["loss"])
-                if self.clip_grad_norm is not None:
-                    for optimizer in (pi_optimizer, q_optimizer):
-                        self.clip_gradients(
-                            optimizer, gradient_clip_val=self.clip_grad_norm, gradient_clip_algorithm="norm"
-                        )
-                for optimizer in optimizers:
-                    optimizer.step()
+                self.update_step(optimizers, terms["loss"], clips)
                 self.train_state.updates += 1
                 if self.train_state.updates % self.target_update_interval == 0:
                     self.soft_target_update(self.agent, self.target_update_tau)
