@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytorch_lightning as pl
@@ -15,11 +16,12 @@ class WindowMean(Metric):
 
     torchmetrics' ``RunningMean`` keeps one copy of its base metric per *update* and merges them
     in ``compute`` (1.6 ms for a window of 100 on a 2-core CPU, about 100 us per update); this
-    keeps the values in a ring buffer: one update per sampler batch, ``compute`` a slice mean.
-    The window is per process (no reduction across DDP ranks).
+    keeps the values in a ring buffer: one update per sampler batch, ``compute`` a masked mean.
+    Under DDP ``compute`` gathers every rank's window and averages all of their values, so every
+    rank must call it at the same point (a collective); it is NaN while no rank has a value.
 
     Args:
-        window: Number of most recent values averaged.
+        window: Number of most recent values averaged (per rank).
     """
 
     full_state_update = False
@@ -29,20 +31,24 @@ class WindowMean(Metric):
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.window = window
-        self.add_state("values", default=torch.zeros(window, dtype=torch.float64), dist_reduce_fx=None)
-        self.add_state("count", default=torch.zeros((), dtype=torch.long), dist_reduce_fx=None)
+        self.add_state("values", default=torch.zeros(window, dtype=torch.float64), dist_reduce_fx="cat")
+        self.add_state("count", default=torch.zeros(1, dtype=torch.long), dist_reduce_fx="cat")
 
     def update(self, values: torch.Tensor) -> None:
-        values = torch.as_tensor(values, dtype=torch.float64).flatten()
+        values = torch.as_tensor(values, dtype=torch.float64, device=self.values.device).flatten()
         n = values.numel()
         kept = values[-self.window :]
         first = self.count + (n - kept.numel())
-        self.values[(first + torch.arange(kept.numel())) % self.window] = kept
+        self.values[(first + torch.arange(kept.numel(), device=self.values.device)) % self.window] = kept
         self.count += n
 
     def compute(self) -> torch.Tensor:
-        filled = int(min(int(self.count), self.window))
-        return self.values[:filled].mean().float()
+        # One row per rank after a DDP sync (a single row otherwise); a rank's ring buffer fills
+        # from slot 0, so its first min(count, window) slots hold its values.
+        values = self.values.reshape(-1, self.window)
+        filled = self.count.reshape(-1, 1).clamp(max=self.window)
+        mask = torch.arange(self.window, device=values.device) < filled
+        return ((values * mask).sum() / mask.sum()).float()
 
 
 class EpisodeStatsCallback(pl.Callback):
@@ -66,8 +72,20 @@ class EpisodeStatsCallback(pl.Callback):
         self.epoch_return_max = MaxMetric()
         self.epoch_return_min = MinMetric()
         self.episodes = SumMetric()
+        self.epoch_episodes = SumMetric()
         self._has_game_score = False
-        self._seen_any = False
+
+    def _metrics(self) -> tuple[Metric, ...]:
+        return (
+            self.return_mean, self.length_mean, self.game_score_mean, self.epoch_return_mean,
+            self.epoch_return_max, self.epoch_return_min, self.episodes, self.epoch_episodes,
+        )
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        # Metric states go where the module is, so DDP's collectives can gather them (NCCL only
+        # moves CUDA tensors).
+        for metric in self._metrics():
+            metric.to(pl_module.device)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         infos = pl_module.train_state.pop_traj_infos()
@@ -83,24 +101,36 @@ class EpisodeStatsCallback(pl.Callback):
             if scores:
                 self._has_game_score = True
                 self.game_score_mean.update(torch.tensor(scores))
-            self._seen_any = True
             self.episodes.update(len(infos))
-        if self._seen_any and pl_module.logging_due():
+            self.epoch_episodes.update(len(infos))
+        # Under DDP every compute below is a collective: whether it runs must not depend on this
+        # rank's episodes (ranks finish their first episodes at different iterations), only on
+        # the iteration count, which all ranks share.
+        if pl_module.logging_due():
             metrics = {"train/return_mean": self.return_mean.compute(), "train/length_mean": self.length_mean.compute()}
-            if self._has_game_score:
+            if self._game_scores_possible(trainer):
                 metrics["train/game_score_mean"] = self.game_score_mean.compute()
-            pl_module.log_dict(metrics, on_step=True, on_epoch=False, prog_bar=True, batch_size=1)
+            metrics = {k: v for k, v in metrics.items() if torch.isfinite(v)}
+            if metrics:
+                pl_module.log_dict(metrics, on_step=True, on_epoch=False, prog_bar=True, batch_size=1)
+
+    def _game_scores_possible(self, trainer: pl.Trainer) -> bool:
+        # Single process: only once an episode carried a score. DDP: always (a collective).
+        return self._has_game_score or trainer.world_size > 1
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        if not self._seen_any:
-            return
-        # train/return_mean was logged per step: its latest value is what EarlyStopping and
-        # ModelCheckpoint see at the epoch's end.
-        metrics = {"train/episodes": self.episodes.compute()}
-        if self.epoch_return_mean.update_count:
-            metrics["train/epoch_return_mean"] = self.epoch_return_mean.compute()
-            metrics["train/epoch_return_max"] = self.epoch_return_max.compute()
-            metrics["train/epoch_return_min"] = self.epoch_return_min.compute()
-        pl_module.log_dict(metrics, on_step=False, on_epoch=True, batch_size=1)
-        for metric in (self.epoch_return_mean, self.epoch_return_max, self.epoch_return_min):
+        episodes = self.episodes.compute()
+        metrics = {"train/episodes": episodes} if episodes > 0 else {}
+        if self.epoch_episodes.compute() > 0:
+            with warnings.catch_warnings():
+                # Under DDP a rank that finished no episode this epoch still joins the gathers.
+                warnings.filterwarnings("ignore", message=".*was called before the ``update`` method.*")
+                metrics["train/epoch_return_mean"] = self.epoch_return_mean.compute()
+                metrics["train/epoch_return_max"] = self.epoch_return_max.compute()
+                metrics["train/epoch_return_min"] = self.epoch_return_min.compute()
+        if metrics:
+            # train/return_mean was logged per step: its latest value is what EarlyStopping and
+            # ModelCheckpoint see at the epoch's end.
+            pl_module.log_dict(metrics, on_step=False, on_epoch=True, batch_size=1)
+        for metric in (self.epoch_return_mean, self.epoch_return_max, self.epoch_return_min, self.epoch_episodes):
             metric.reset()

@@ -25,3 +25,37 @@ def test_window_mean_matches_the_mean_of_the_last_values():
 def test_window_mean_rejects_an_empty_window():
     with pytest.raises(ValueError, match="window must be >= 1"):
         WindowMean(0)
+
+
+def test_window_mean_is_nan_before_any_value():
+    assert torch.isnan(WindowMean(3).compute())
+
+
+def _gather_window_means(rank: int, init_file: str, results) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        metric = WindowMean(3)
+        if rank == 0:
+            metric.update(torch.tensor([1.0, 2.0, 3.0, 4.0]))  # window keeps 2, 3, 4
+        else:
+            metric.update(torch.tensor([10.0]))  # one value of three slots
+        results[rank] = float(metric.compute())
+        empty = WindowMean(3)
+        results[rank + 2] = float(empty.compute())  # no rank has a value: NaN, no hang
+    finally:
+        dist.destroy_process_group()
+
+
+def test_window_mean_averages_every_ranks_window_under_ddp(tmp_path):
+    ctx = torch.multiprocessing.get_context("spawn")
+    results = ctx.Manager().dict()
+    procs = [ctx.Process(target=_gather_window_means, args=(r, str(tmp_path / "init"), results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    assert results[0] == results[1] == pytest.approx((2 + 3 + 4 + 10) / 4)
+    assert np.isnan(results[2]) and np.isnan(results[3])
