@@ -23,6 +23,7 @@ from torch.utils.data import IterableDataset
 
 from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.algos import PPO
+from lightning_rl.algos.base import clip_grad_norm_, make_optimizer
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
 from lightning_rl.samplers import SerialSampler
 
@@ -95,16 +96,19 @@ def time_plain(steps: int) -> np.ndarray:
     module.make_dataset()
     batch = module.rollout
     agent = module.agent
-    optimizer = torch.optim.Adam(agent.parameters_for("model"), lr=module.learning_rate, eps=module.optimizer_eps)
+    # The module's optimizer (fused Adam) and gradient clip; the loss without the logged
+    # diagnostics, which the module computes only on the rollouts it logs.
+    params = list(agent.parameters_for("model"))
+    optimizer = make_optimizer("adam", params, module.learning_rate, module.optimizer_eps)
     generator = module.minibatch_generator
     marks = []
     for _ in range(steps):
         for _ in range(module.epochs):
             for minibatch in iterate_minibatches(batch, module.minibatches, False, generator):
-                terms = module.loss(minibatch, module.ratio_clip)
+                terms = module.loss(minibatch, module.ratio_clip, diagnostics=False)
                 optimizer.zero_grad(set_to_none=True)
                 terms["loss"].backward()
-                torch.nn.utils.clip_grad_norm_(agent.parameters(), module.clip_grad_norm)
+                clip_grad_norm_(params, module.clip_grad_norm)
                 optimizer.step()
         marks.append(time.perf_counter())
     return np.diff(marks)

@@ -4,6 +4,8 @@ lightning_rl's PPO (``configs/ppo/cartpole.yaml`` settings) against Stable-Basel
 the same hyperparameters (RL-zoo: 8 envs x 32 steps, batch 256, 20 epochs, gamma 0.98, GAE 0.8,
 lr and clip range linear from 1e-3 and 0.2, separate 64x64 tanh MLPs), in the same process,
 alternating seeds. "Mean return" is the mean of the last 100 finished training episodes for both.
+SB3's callback checks it after every env step; lightning_rl's EarlyStopping at the end of each
+Lightning epoch, every 2048 env steps as in the shipped config (up to 2048 steps late).
 
 Usage::
 
@@ -36,7 +38,7 @@ def run_lightning_rl(seed: int) -> tuple[float, int, bool]:
         SerialSampler(env_id="CartPole-v1", batch_T=32, batch_B=8),
         discount=0.98, gae_lambda=0.8, ratio_clip=0.2, epochs=20, minibatches=1, value_loss_coeff=0.5,
         entropy_loss_coeff=0.0, learning_rate=1e-3, clip_grad_norm=0.5, normalize_advantage=True,
-        linear_lr_schedule=True, total_env_steps=BUDGET, log_interval_steps=256,
+        linear_lr_schedule=True, total_env_steps=BUDGET, log_interval_steps=2048,
     )
     stop = pl.callbacks.EarlyStopping(
         monitor="train/return_mean", mode="max", stopping_threshold=TARGET, patience=10**9, strict=False,

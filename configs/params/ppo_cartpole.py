@@ -19,7 +19,7 @@ CPANEL: dict[str, Any] = {
     "minibatch_size": 256,
     "epochs": 20,
     "lr": 1e-3,
-    "total_env_steps": 100_000,
+    "total_env_steps": 200_000,
     "target_return": 475.0,
     "seed": 1,
 }

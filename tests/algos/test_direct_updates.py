@@ -8,6 +8,7 @@ import torch
 
 from lightning_rl.agents import SacAgent, Td3Agent
 from lightning_rl.algos import PPO, SAC, TD3
+from lightning_rl.algos.base import clip_grad_norm_, make_optimizer
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import cartpole_ppo, make_trainer, params_vector
 
@@ -58,3 +59,52 @@ def test_direct_and_lightning_paths_give_identical_weights_and_step_counts(make)
     torch.testing.assert_close(results["hooked"], results["lightning"], rtol=0, atol=0)
     # global_step counts optimizer steps (several per update for SAC and TD3) on both paths.
     assert steps["direct"] == steps["lightning"] == steps["hooked"] > 0
+
+
+def _grads(seed: int, dtypes=(torch.float32,)) -> list[torch.nn.Parameter]:
+    gen = torch.Generator().manual_seed(seed)
+    params = []
+    for i, shape in enumerate([(64, 4), (64,), (2, 64), (2,), (3, 3)]):
+        p = torch.nn.Parameter(torch.zeros(shape, dtype=dtypes[i % len(dtypes)]))
+        p.grad = (torch.randn(shape, generator=gen) * 3).to(p.dtype)
+        params.append(p)
+    params.append(torch.nn.Parameter(torch.zeros(5)))  # no grad: skipped
+    return params
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 1e6], ids=["clipped", "unclipped"])
+@pytest.mark.parametrize("dtypes", [(torch.float32,), (torch.float32, torch.float64)], ids=["one-dtype", "mixed"])
+def test_fast_grad_clipping_matches_torch_bit_for_bit(max_norm, dtypes):
+    ours, theirs = _grads(0, dtypes), _grads(0, dtypes)
+    clip_grad_norm_(ours, max_norm)
+    torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+    for a, b in zip(ours, theirs):
+        assert (a.grad is None and b.grad is None) or torch.equal(a.grad, b.grad)
+    if max_norm < 1:
+        total = torch.linalg.vector_norm(torch.cat([p.grad.double().flatten() for p in ours if p.grad is not None]))
+        assert float(total) == pytest.approx(max_norm, rel=1e-5)
+    clip_grad_norm_([torch.nn.Parameter(torch.zeros(2))], 1.0)  # no gradients at all: nothing to do
+
+
+def test_ppo_loss_without_diagnostics_gives_the_same_gradients():
+    pl.seed_everything(0)
+    module = cartpole_ppo(total_env_steps=256)
+    module.setup("fit")
+    batch = module.make_dataset().collect()
+    grads = {}
+    for diagnostics in (True, False):
+        module.agent.zero_grad(set_to_none=True)
+        terms = module.loss(batch, 0.2, diagnostics)
+        terms["loss"].backward()
+        grads[diagnostics] = torch.cat([p.grad.flatten() for p in module.agent.parameters() if p.grad is not None])
+        assert set(terms) == ({"loss", "pi_loss", "value_loss", "entropy", "clip_fraction", "approx_kl"}
+                              if diagnostics else {"loss"})
+    assert torch.equal(grads[True], grads[False])
+
+
+def test_fused_adam_on_cpu_and_a_clear_error_for_unknown_optimizers():
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    assert make_optimizer("adam", params, 1e-3, 1e-5).defaults["fused"] is True
+    assert not make_optimizer("adam", params, 1e-3, 1e-5, fused=False).defaults["fused"]
+    with pytest.raises(ValueError, match="optimizer must be 'adam' or 'rmsprop', got 'sgd'"):
+        make_optimizer("sgd", params, 1e-3, 1e-5)

@@ -26,7 +26,7 @@ def make_trainer(max_epochs: int = -1, callbacks: list | None = None, **kwargs) 
     )
 
 
-def cartpole_ppo(total_env_steps: int = 100_000, **kwargs) -> PPO:
+def cartpole_ppo(total_env_steps: int = 200_000, **kwargs) -> PPO:
     settings = dict(
         discount=0.98, gae_lambda=0.8, ratio_clip=0.2, epochs=20, minibatches=1, value_loss_coeff=0.5,
         entropy_loss_coeff=0.0, learning_rate=1e-3, clip_grad_norm=0.5, log_interval_steps=2048,
@@ -235,7 +235,7 @@ def _return_mean(module) -> float:
 @pytest.mark.slow
 def test_ppo_solves_cartpole():
     pl.seed_everything(1)
-    module = cartpole_ppo(total_env_steps=100_000)
+    module = cartpole_ppo(total_env_steps=200_000)
     stop = pl.callbacks.EarlyStopping(
         monitor="train/return_mean", mode="max", stopping_threshold=475.0, patience=10**9, strict=False,
         check_on_train_epoch_end=True,
