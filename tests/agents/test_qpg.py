@@ -192,3 +192,30 @@ def test_qpg_agents_reject_discrete_and_unbounded_action_spaces(cartpole_spaces,
     unbounded = EnvSpaces(FloatBox(-1.0, 1.0, shape=(3,)), FloatBox(-np.inf, np.inf, shape=(2,)))
     with pytest.raises(ValueError, match="finite action bounds"):
         cls(**SMALL).initialize(unbounded)
+
+
+@pytest.mark.parametrize("cls", [DdpgAgent, Td3Agent, SacAgent])
+def test_uniform_pretraining_skips_the_policy_and_draws_the_uniform_stream(pendulum_spaces, cls):
+    agent = cls(**SMALL)
+    agent.initialize(pendulum_spaces)
+    agent.set_min_itr_learn(2, uniform=True)
+    agent.sample_mode(0)
+
+    def no_forward(*args):
+        raise AssertionError("the policy ran while acting uniformly")
+
+    handle = agent.model.register_forward_pre_hook(no_forward)
+    torch.manual_seed(7)
+    step = agent.step(*batch(pendulum_spaces, B))
+    torch.manual_seed(7)
+    expected = torch.rand(B, 1) * 2 - 1  # network scale; Pendulum's bounds are +-2
+    torch.testing.assert_close(step.action, 2.0 * expected, rtol=0, atol=1e-6)
+    assert _within(step.action, pendulum_spaces.action) and step.action.std() > 0.5
+    handle.remove()
+    agent.sample_mode(2)  # learning: the policy acts again
+    calls = []
+    agent.model.register_forward_pre_hook(lambda *args: calls.append(1))
+    agent.step(*batch(pendulum_spaces, B))
+    agent.eval_mode(0)
+    agent.step(*batch(pendulum_spaces, B))
+    assert len(calls) == 2
