@@ -455,7 +455,8 @@ class SacAgent(QpgAgentBase):
         uniform = self.uniform_actions(observation)
         if uniform is not None:
             zeros = torch.zeros_like(uniform)
-            return self.to_cpu(AgentStep(self.to_env_action(uniform), SacAgentInfo(dist_info=DistInfoStd(zeros, zeros))))
+            agent_info = SacAgentInfo(dist_info=DistInfoStd(mean=zeros, log_std=zeros))
+            return self.to_cpu(AgentStep(self.to_env_action(uniform), agent_info))
         mean, log_std = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
         dist_info = DistInfoStd(mean=mean, log_std=log_std)
         if self.mode == "eval":
