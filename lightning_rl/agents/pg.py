@@ -170,14 +170,19 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
             value = self.model(*inputs, self.device_rnn_state())[-2]
         return value.cpu()
 
-    def update_obs_rms(self, observation: Any) -> None:
+    def update_obs_rms(self, observation: Any, all_gather: Any = None) -> None:
         """Update the model's running observation statistics (``normalize_observation``).
+
+        The on-policy algorithms call this after the updates on each rollout, with its
+        observations, so a rollout is sampled and trained on with the same statistics.
 
         Args:
             observation: ``[T, B, *obs_shape]`` (any leading dims) of new samples.
+            all_gather: Under DDP, ``LightningModule.all_gather``: every rank merges all ranks'
+                observations and the statistics stay identical (a collective).
         """
         if self.model is not None and hasattr(self.model, "update_obs_rms"):
-            self.model.update_obs_rms(buffer_to(observation, self.device))
+            self.model.update_obs_rms(buffer_to(observation, self.device), all_gather)
 
 
 class CategoricalPgAgent(PgAgentBase):

@@ -64,7 +64,7 @@ class A2C(OnPolicyAlgorithm):
     def training_step(self, batch: OnPolicyBatch, batch_idx: int) -> None:
         terms = self.loss(batch)
         self.optimizer_step(self.optimizers(), terms["loss"], self.clip_grad_norm)
-        self.end_of_rollout({f"train/{k}": v.detach() for k, v in terms.items()})
+        self.end_of_rollout({f"train/{k}": v.detach() for k, v in terms.items()}, batch)
 
     def loss(self, batch: OnPolicyBatch) -> dict[str, torch.Tensor]:
         """A2C loss terms of a rollout (see the module docstring)."""

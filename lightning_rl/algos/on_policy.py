@@ -134,11 +134,16 @@ class OnPolicyAlgorithm(RLModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_decay(total_itr))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
-    def end_of_rollout(self, metrics: dict[str, Any]) -> None:
-        """Step the LR schedule, publish weights to sampler workers and log once per rollout."""
+    def end_of_rollout(self, metrics: dict[str, Any], batch: OnPolicyBatch) -> None:
+        """After the updates on ``batch``: step the LR schedule, fold its observations into the
+        running normalization statistics (``normalize_observation``; after the updates, so the
+        rollout was sampled and trained on with the same ones), publish weights and statistics
+        to sampler workers and log once per rollout."""
         scheduler = self.lr_schedulers()
         if scheduler is not None:
             scheduler.step()
+        all_gather = self.all_gather if self.trainer.world_size > 1 else None
+        self.agent.update_obs_rms(batch.agent_inputs.observation, all_gather)
         self.agent.sync_shared_memory()
         metrics["train/learning_rate"] = self.optimizers().param_groups[0]["lr"]
         self.log_step_metrics(metrics)

@@ -98,7 +98,7 @@ class PPO(OnPolicyAlgorithm):
                 if diagnostics:
                     # One op per update; averaged once per rollout.
                     rows.append(torch.stack([v.detach() for v in terms.values()]))
-        self.end_of_rollout(mean_metrics(list(terms), rows))
+        self.end_of_rollout(mean_metrics(list(terms), rows), batch)
 
     def loss(self, batch: OnPolicyBatch, ratio_clip: float, diagnostics: bool = True) -> dict[str, torch.Tensor]:
         """PPO loss terms of a minibatch (see the module docstring).

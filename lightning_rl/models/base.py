@@ -12,7 +12,7 @@ A task model is ``encoder -> [LSTM core ->] head``:
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -24,6 +24,9 @@ from lightning_rl.models.recurrent import LstmCore, RnnState
 
 __all__ = ["FeedForwardModel", "ImageEncoder", "RecurrentModel", "VectorEncoder"]
 
+
+# Stacks a tensor from every DDP rank (``LightningModule.all_gather``).
+AllGather = Callable[[torch.Tensor], torch.Tensor]
 
 class VectorEncoder(nn.Module):
     """Flatten a vector observation, optionally normalize it, optionally run an MLP.
@@ -66,10 +69,13 @@ class VectorEncoder(nn.Module):
         x = observation.reshape(observation.shape[0], self.obs_size).float()
         return x if self.obs_rms is None else self.obs_rms(x)
 
-    def update_obs_rms(self, observation: torch.Tensor) -> None:
-        """Update the running statistics with observations ``[..., *observation_shape]``."""
+    def update_obs_rms(self, observation: torch.Tensor, all_gather: AllGather | None = None) -> None:
+        """Update the running statistics with observations ``[..., *observation_shape]``.
+
+        ``all_gather`` merges every DDP rank's batch (see :meth:`RunningMeanStdModel.update`).
+        """
         if self.obs_rms is not None:
-            self.obs_rms.update(observation.reshape(-1, self.obs_size).float())
+            self.obs_rms.update(observation.reshape(-1, self.obs_size).float(), all_gather)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         """Features ``[N, output_size]`` of observations ``[N, *observation_shape]``."""
@@ -126,7 +132,7 @@ class ImageEncoder(nn.Module):
         """Size of the features."""
         return self.conv.output_size
 
-    def update_obs_rms(self, observation: torch.Tensor) -> None:
+    def update_obs_rms(self, observation: torch.Tensor, all_gather: AllGather | None = None) -> None:
         """No running statistics for images (kept for a uniform encoder interface)."""
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
@@ -157,9 +163,9 @@ class FeedForwardModel(nn.Module):
         """Post-process the head's ``[N, ...]`` output (identity by default)."""
         return head_output
 
-    def update_obs_rms(self, observation: torch.Tensor) -> None:
+    def update_obs_rms(self, observation: torch.Tensor, all_gather: AllGather | None = None) -> None:
         """Update running observation statistics (no-op unless ``normalize_observation``)."""
-        self.encoder.update_obs_rms(observation)
+        self.encoder.update_obs_rms(observation, all_gather)
 
     def forward(
         self,
@@ -202,9 +208,9 @@ class RecurrentModel(nn.Module):
         """Post-process the head's ``[N, ...]`` output (identity by default)."""
         return head_output
 
-    def update_obs_rms(self, observation: torch.Tensor) -> None:
+    def update_obs_rms(self, observation: torch.Tensor, all_gather: AllGather | None = None) -> None:
         """Update running observation statistics (no-op unless ``normalize_observation``)."""
-        self.encoder.update_obs_rms(observation)
+        self.encoder.update_obs_rms(observation, all_gather)
 
     @property
     def rnn_state_shape(self) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -48,16 +48,35 @@ class RunningMeanStdModel(nn.Module):
         self.register_buffer("count", torch.zeros(()))
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
-        """Merge the moments of a batch ``[..., *shape]`` (any leading dims) into the running ones."""
+    def update(self, x: torch.Tensor, all_gather: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+        """Merge the moments of a batch ``[..., *shape]`` (any leading dims) into the running ones.
+
+        Args:
+            x: The batch.
+            all_gather: Under DDP, a function that stacks a tensor from every rank (e.g.
+                ``LightningModule.all_gather``). Every rank then merges all ranks' batch moments
+                in rank order, so the statistics stay identical across ranks; every rank must
+                call ``update`` at the same point (it is a collective).
+        """
         if x.ndim < len(self.shape) or tuple(x.shape[x.ndim - len(self.shape) :]) != self.shape:
             raise ValueError(f"update: input shape {tuple(x.shape)} does not end in {self.shape}")
         x = x.reshape((-1,) + self.shape).to(self.mean.dtype)
-        batch_count = x.shape[0]
+        count = x.new_full((1,), x.shape[0])
+        if x.shape[0] == 0:
+            mean, var = torch.zeros_like(self.mean), torch.zeros_like(self.var)
+        else:
+            mean, var = x.mean(dim=0), x.var(dim=0, unbiased=False)
+        if all_gather is None:
+            self._merge(count[0], mean, var)
+            return
+        size = self.mean.numel()
+        rows = all_gather(torch.cat([count, mean.flatten(), var.flatten()])).reshape(-1, 1 + 2 * size)
+        for row in rows:
+            self._merge(row[0], row[1 : 1 + size].view(self.shape), row[1 + size :].view(self.shape))
+
+    def _merge(self, batch_count: torch.Tensor, batch_mean: torch.Tensor, batch_var: torch.Tensor) -> None:
         if batch_count == 0:
             return
-        batch_mean = x.mean(dim=0)
-        batch_var = x.var(dim=0, unbiased=False)
         total = self.count + batch_count
         delta = batch_mean - self.mean
         m2 = self.var * self.count + batch_var * batch_count + delta.square() * (self.count * batch_count / total)

@@ -281,3 +281,29 @@ def test_ppo_improves_on_inverted_pendulum():
     assert len(history) == 10
     # A random policy balances for about 10 steps; PPO should at least quadruple that.
     assert history[-1] > 4 * history[0], history
+
+
+def test_observation_normalization_learns_from_each_rollout_after_its_updates():
+    pl.seed_everything(0)
+    module = PPO(
+        GaussianPgAgent(hidden_sizes=[16], normalize_observation=True),
+        SerialSampler(env_id="Pendulum-v1", batch_T=32, batch_B=2),
+        epochs=1, minibatches=1, total_env_steps=3 * 64, log_interval_steps=64,
+    )
+    seen, stats_while_training = [], []
+
+    class Record(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            rms = pl_module.agent.model.encoder.obs_rms
+            stats_while_training.append((float(rms.count), rms.mean.clone()))
+            seen.append(batch.agent_inputs.observation.reshape(-1, 3))
+
+    make_trainer(callbacks=[Record()]).fit(module)
+    rms = module.agent.model.encoder.obs_rms
+    # Rollout k is trained on with the statistics of rollouts < k; all three are folded in at the end.
+    assert [c for c, _ in stats_while_training] == [0.0, 64.0, 128.0]
+    everything = torch.cat(seen)
+    assert float(rms.count) == 192
+    torch.testing.assert_close(rms.mean, everything.mean(0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(rms.var, everything.var(0, unbiased=False), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(stats_while_training[1][1], seen[0].mean(0), rtol=1e-5, atol=1e-5)

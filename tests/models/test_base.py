@@ -51,3 +51,28 @@ def test_feed_forward_model_outputs_hook():
     model = Doubled(VectorEncoder((1,)), nn.Identity())
     a, b = model(torch.tensor([[1.0], [2.0]]))
     assert torch.equal(a, torch.tensor([[2.0], [4.0]])) and torch.equal(b, torch.tensor([[1.0], [2.0]]))
+
+
+def test_running_stats_merge_every_ranks_batch_in_rank_order():
+    from lightning_rl.models.normalization import RunningMeanStdModel
+
+    gen = torch.Generator().manual_seed(0)
+    first = torch.randn(50, 3, generator=gen) * 2 + 1
+    batches = [torch.randn(7, 3, generator=gen), torch.randn(13, 3, generator=gen) * 3 - 2]
+    # What each rank contributes to the gather (a world of one gathers just its own row).
+    contributed = []
+    for x in batches:
+        RunningMeanStdModel((3,)).update(x, all_gather=lambda t: contributed.append(t) or t[None])
+    stacked = torch.stack(contributed)  # what all_gather returns on every rank
+    ranks = []
+    for x in batches:
+        rms = RunningMeanStdModel((3,))
+        rms.update(first)
+        rms.update(x, all_gather=lambda t: stacked)
+        ranks.append(rms)
+    reference = torch.cat([first, *batches])
+    for rms in ranks:
+        assert float(rms.count) == 70
+        torch.testing.assert_close(rms.mean, reference.mean(0), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(rms.var, reference.var(0, unbiased=False), rtol=1e-5, atol=1e-5)
+    assert torch.equal(ranks[0].mean, ranks[1].mean) and torch.equal(ranks[0].var, ranks[1].var)
