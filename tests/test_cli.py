@@ -79,12 +79,15 @@ def test_ddp_on_cpu_two_ranks(in_tmp):
         sys.executable, "-m", "lightning_rl.cli", "fit", "--config", CARTPOLE, *SMALL,
         "--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu",
         "--trainer.callbacks+=lightning_rl.callbacks.ThroughputCallback",
+        "--model.init_args.agent.init_args.normalize_observation", "true",
     ]
     proc = subprocess.run(cmd, cwd=in_tmp, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     state = torch.load(in_tmp / "lightning_logs" / "ppo_cartpole" / "checkpoints" / "last.ckpt", weights_only=True)
     # Each rank collected its share: 2 ranks x 256 env steps per rank reach the 512 budget.
     assert state["lightning_rl"]["train_state"]["env_steps"] == 256
+    # Observation statistics merged across ranks: both ranks' 256 observations each.
+    assert float(state["state_dict"]["agent.model.encoder.obs_rms.count"]) == 512
 
 
 def test_play_multiagent_env_without_checkpoint(in_tmp, capsys):

@@ -72,15 +72,17 @@ def test_uint8_equals_scaled_float_path(make, shapes):
         from_uint8 = model(frames, prev_action, prev_reward)
         from_float = model(frames.float(), prev_action, prev_reward)
         features = model.encoder.conv(frames.view(-1, *IMAGE).float() / 255.0)
+        if hasattr(model, "lstm"):
+            lstm_out, _ = model.lstm(features, prev_action, prev_reward, None, T, B)
+            manual = model.outputs(model.head(lstm_out))
+        else:
+            manual = model.outputs(model.head(features))
     first = from_uint8[0] if isinstance(from_uint8, tuple) else from_uint8
     assert torch.equal(first, from_float[0] if isinstance(from_float, tuple) else from_float)
-    if hasattr(model, "lstm"):
-        lstm_out, _ = model.lstm(features, prev_action, prev_reward, None, T, B)
-        manual = model.outputs(model.head(lstm_out))
-    else:
-        manual = model.outputs(model.head(features))
     manual = manual[0] if isinstance(manual, tuple) else manual
-    assert torch.equal(first, manual.view(first.shape))
+    # Same ops in the same mode; MKL may still block a GEMM differently by call, so the last
+    # bits are allowed to differ.
+    torch.testing.assert_close(first, manual.view(first.shape), rtol=1e-6, atol=1e-6)
 
 
 def test_default_conv_stacks():
