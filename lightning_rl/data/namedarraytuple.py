@@ -304,9 +304,18 @@ class NamedTupleSchema:
     def __init__(self, typename: str, fields: Iterable[str] | str):
         self._typename = typename
         self._fields = _check_field_names(typename, fields)
+        self._index = {name: i for i, name in enumerate(self._fields)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Schemas pickled before ``_index`` existed (older checkpoints) get it rebuilt.
+        self.__dict__.update(state)
+        self._index = {name: i for i, name in enumerate(self._fields)}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         n = len(self._fields)
+        if not kwargs and len(args) == n:
+            # Every field given in order: the common case, once per env step for env infos.
+            return self._instance_class.__new__(self._instance_class, self, args)
         if len(args) > n:
             raise TypeError(f"{self._typename} takes {n} positional arguments but {len(args)} were given")
         values = list(args) + [None] * (n - len(args))
@@ -364,8 +373,8 @@ class NamedTuple(tuple):
         if name.startswith("__") or name == "_schema":
             raise AttributeError(name)
         try:
-            return tuple.__getitem__(self, self._schema._fields.index(name))
-        except ValueError:
+            return tuple.__getitem__(self, self._schema._index[name])
+        except KeyError:
             raise AttributeError(f"{self._schema._typename} has no field {name!r}") from None
 
     def __setattr__(self, name: str, value: Any) -> None:

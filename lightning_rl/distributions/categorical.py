@@ -38,11 +38,18 @@ class Categorical(DiscreteMixin, Distribution):
     """
 
     def sample(self, dist_info: DistInfo) -> torch.Tensor:
-        """Draw indexes ``[...]`` (dtype ``self.dtype``) from ``prob`` ``[..., dim]``."""
+        """Draw indexes ``[...]`` (dtype ``self.dtype``) from ``prob`` ``[..., dim]``.
+
+        Gumbel-max: ``argmax(log prob - log E)`` with ``E ~ Exponential(1)`` is distributed as
+        the categorical (``-log E`` is Gumbel noise). Five elementwise ops instead of
+        ``torch.multinomial``, which costs about three times as much for the few rows an
+        acting step has. ``E`` is floored at the smallest normal float, so the noise stays
+        finite and a zero-probability category is never drawn.
+        """
         prob = dist_info.prob
         self._check_trailing(prob, "dist_info.prob")
-        flat = torch.multinomial(prob.reshape(-1, self.dim), num_samples=1)
-        return flat.reshape(prob.shape[:-1]).to(self.dtype)
+        noise = torch.empty_like(prob).exponential_().clamp_min_(torch.finfo(prob.dtype).tiny).log_()
+        return (prob.log() - noise).argmax(dim=-1).to(self.dtype)
 
     def log_likelihood(self, x: torch.Tensor, dist_info: DistInfo) -> torch.Tensor:
         """``log prob[..., x]``: ``x`` ``[...]`` integer indexes; output ``[...]``."""

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from lightning_rl.data.buffers import buffer_func, numpify_buffer
+from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
 from lightning_rl.samplers.base import Samples, StepBuffer, zeros_like_buffer
 
 __all__ = [
@@ -34,8 +35,13 @@ __all__ = [
     "bootstrap_value",
     "collect_batch",
     "evaluate_envs",
+    "info_value",
     "reset_agent_envs",
+    "traj_info_wants_agent_info",
+    "write_rows",
 ]
+
+_STEPS_IGNORING_AGENT_INFO = (TrajInfo.step, AtariTrajInfo.step)
 
 
 def act(agent: Any, step_buffer: StepBuffer, samples: Samples, t: int) -> None:
@@ -76,6 +82,49 @@ def reset_agent_envs(agent: Any, reset_flags: np.ndarray, offset: int = 0) -> No
     for i in idxs:
         agent.reset_one(int(i) + offset)
     reset_flags[idxs] = False
+
+
+def write_rows(dst: Any, t: int, rows: list[Any], name: str = "env_info") -> None:
+    """``dst[t, i] = rows[i]`` for every ``i`` at once, field by field.
+
+    Args:
+        dst: ``[T, n]`` array or namedarraytuple of them (nested for nested infos).
+        t: Time index.
+        rows: ``n`` values with ``dst``'s structure (one env's ``env_info`` each).
+        name: Field path for error messages.
+
+    Raises:
+        ValueError: Naming the field whose values do not fit the buffer.
+    """
+    if isinstance(dst, tuple):
+        for j, (field, sub) in enumerate(zip(dst._fields, dst)):
+            if sub is not None:
+                # tuple's own indexing: a namedarraytuple's [] would index every field.
+                write_rows(sub, t, [tuple.__getitem__(row, j) for row in rows], f"{name}.{field}")
+        return
+    try:
+        dst[t] = rows
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"cannot write {name} of {len(rows)} envs into a buffer of shape {dst.shape[1:]}: {e}") from e
+
+
+def info_value(info: Any, name: str, default: Any) -> Any:
+    """``getattr(info, name, default)`` for an ``env_info``, without raising and catching an
+    ``AttributeError`` when a named tuple lacks the field (a few microseconds per env step)."""
+    fields = getattr(info, "_fields", None)
+    if fields is None:
+        return getattr(info, name, default)
+    return getattr(info, name) if name in fields else default
+
+
+def traj_info_wants_agent_info(traj_infos: Sequence[Any]) -> bool:
+    """Whether these TrajInfos' ``step`` may read ``agent_info`` (the built-in ones do not).
+
+    Slicing one env's ``agent_info`` out of the batch costs a few microseconds per env step, so
+    collectors pass ``None`` to TrajInfo classes known to ignore it; any other class (a user's
+    subclass overriding ``step``) gets the real slice.
+    """
+    return bool(traj_infos) and type(traj_infos[0]).step not in _STEPS_IGNORING_AGENT_INFO
 
 
 def bootstrap_value(agent: Any, step_buffer: StepBuffer, samples: Samples) -> None:
@@ -228,34 +277,42 @@ class ResetCollector:
     def step_envs(self, t: int) -> list[Any]:
         """Step every env with the actions in row ``t``; write the env side of row ``t``.
 
+        The per-env loop only steps envs and keeps their TrajInfos; rewards, dones, time-outs
+        and ``env_info`` go into row ``t`` once, as whole columns.
+
         Returns:
             TrajInfos of the episodes that ended.
         """
         samples, sb = self.samples, self.step_buffer
         action = samples.agent.action[t]
-        agent_info = samples.agent.agent_info
-        agent_info = None if agent_info is None else agent_info[t]
-        env_info = samples.env.env_info
-        reward, done, timeout = samples.env.reward[t], samples.env.done[t], samples.env.timeout[t]
+        agent_info_t = None
+        if samples.agent.agent_info is not None and traj_info_wants_agent_info(self.traj_infos):
+            agent_info_t = samples.agent.agent_info[t]
         observation = sb.observation
+        n = len(self.envs)
+        rewards, dones, timeouts, infos = [0.0] * n, [False] * n, [False] * n, [None] * n
         completed = []
         for i, env in enumerate(self.envs):
             a = action[i]
             o, r, d, info = env.step(a)
-            self.traj_infos[i].step(observation[i], a, r, d, None if agent_info is None else agent_info[i], info)
-            if getattr(info, "traj_done", d):
-                completed.append(self.traj_infos[i].terminate(o))
+            traj_info = self.traj_infos[i]
+            traj_info.step(observation[i], a, r, d, None if agent_info_t is None else agent_info_t[i], info)
+            if info_value(info, "traj_done", d):
+                completed.append(traj_info.terminate(o))
                 self.traj_infos[i] = self.traj_info_factory()
                 o = env.reset()
             observation[i] = o
-            reward[i] = r
-            done[i] = d
-            timeout[i] = getattr(info, "timeout", False)
-            if env_info is not None:
-                env_info[t, i] = info
+            rewards[i], dones[i], infos[i] = r, d, info
+            timeouts[i] = info_value(info, "timeout", False)
+        reward = samples.env.reward[t]
+        reward[:] = rewards
+        samples.env.done[t] = dones
+        samples.env.timeout[t] = timeouts
+        if samples.env.env_info is not None:
+            write_rows(samples.env.env_info, t, infos)
         sb.prev_action[:] = action
         sb.prev_reward[:] = reward
-        ended = np.flatnonzero(done)
+        ended = np.flatnonzero(samples.env.done[t])
         if len(ended):
             sb.prev_action[ended] = 0
             sb.prev_reward[ended] = 0
@@ -323,6 +380,8 @@ class WaitResetCollector(ResetCollector):
         action = samples.agent.action[t]
         agent_info = samples.agent.agent_info
         agent_info_t = None if agent_info is None else agent_info[t]
+        # Blank rows below still zero agent_info; TrajInfos get it only if they may read it.
+        traj_agent_info = agent_info_t if traj_info_wants_agent_info(self.traj_infos) else None
         env_info = samples.env.env_info
         reward, done, timeout = samples.env.reward[t], samples.env.done[t], samples.env.timeout[t]
         observation = sb.observation
@@ -333,8 +392,8 @@ class WaitResetCollector(ResetCollector):
                 continue
             a = action[i]
             o, r, d, info = env.step(a)
-            self.traj_infos[i].step(observation[i], a, r, d, None if agent_info_t is None else agent_info_t[i], info)
-            if getattr(info, "traj_done", d):
+            self.traj_infos[i].step(observation[i], a, r, d, None if traj_agent_info is None else traj_agent_info[i], info)
+            if info_value(info, "traj_done", d):
                 completed.append(self.traj_infos[i].terminate(o))
                 self.traj_infos[i] = self.traj_info_factory()
                 self.need_reset[i] = True
@@ -345,7 +404,7 @@ class WaitResetCollector(ResetCollector):
             observation[i] = o
             reward[i] = r
             done[i] = d
-            timeout[i] = getattr(info, "timeout", False)
+            timeout[i] = info_value(info, "timeout", False)
             if env_info is not None:
                 env_info[t, i] = info
         blank = np.flatnonzero(was_waiting)
@@ -400,7 +459,7 @@ class EvalCollector(ResetCollector):
             a = action[i]
             o, r, d, info = env.step(a)
             self.traj_infos[i].step(observation[i], a, r, d, None, info)
-            if getattr(info, "traj_done", d):
+            if info_value(info, "traj_done", d):
                 completed.append(self.traj_infos[i].terminate(o))
                 self.traj_infos[i] = self.traj_info_factory()
                 o = env.reset()

@@ -25,8 +25,9 @@ import numpy as np
 import pytest
 from tests.samplers.helpers import LivesEnv, ObsAgent, make_counter_env
 
+from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
-from lightning_rl.samplers import SerialSampler
+from lightning_rl.samplers import SerialSampler, collectors
 from lightning_rl.samplers.collectors import ResetCollector
 
 ENV_KWARGS = dict(episode_lengths=(2, 4), max_episode_steps=3)
@@ -207,3 +208,55 @@ def test_wait_reset_after_a_lost_life_continues_the_game():
     # The next batch resumes the same game after the lost life, without a reset.
     assert column(s, "env.observation").tolist() == [[0, 2, 2], [0, 2, 3], [0, 0, 0]]
     assert sampler.train_collector.envs[0].n_resets == 1 and trajs == []
+
+
+class AgentInfoTrajInfo(TrajInfo):
+    """Records the ``agent_info.steps`` it is handed at every step."""
+
+    def __init__(self, discount: float = 0.99) -> None:
+        super().__init__(discount=discount)
+        self._steps_seen: list[float] = []
+
+    def step(self, observation, action, reward, done, agent_info, env_info) -> None:
+        super().step(observation, action, reward, done, agent_info, env_info)
+        self._steps_seen.append(float(agent_info.steps))
+
+
+@pytest.mark.parametrize("collector", ["reset", "wait_reset"])
+def test_custom_traj_info_gets_each_envs_agent_info(collector):
+    sampler, _ = make_sampler(collector, traj_info_cls=AgentInfoTrajInfo)
+    s, trajs = sampler.obtain_samples(0)
+    steps = column(s, "agent.agent_info.steps").tolist()
+    # Episode 0 ends after two steps; the TrajInfo saw the agent_info of exactly those steps.
+    assert trajs[0]._steps_seen == steps[:2] == [0, 1]
+
+
+def test_builtin_traj_infos_do_not_need_agent_info():
+    assert not collectors.traj_info_wants_agent_info([TrajInfo(), TrajInfo()])
+    assert not collectors.traj_info_wants_agent_info([AtariTrajInfo()])
+    assert collectors.traj_info_wants_agent_info([AgentInfoTrajInfo()])
+
+
+def test_write_rows_fills_nested_fields_and_names_a_misfit():
+    inner = NamedArrayTupleSchema("Inner", ["lives"])
+    outer = NamedArrayTupleSchema("Info", ["timeout", "ale"])
+    dst = outer(np.zeros((2, 3), bool), inner(np.zeros((2, 3), np.int64)))
+    rows = [outer(i == 1, inner(10 + i)) for i in range(3)]
+    collectors.write_rows(dst, 1, rows)
+    assert dst.timeout.tolist() == [[False, False, False], [False, True, False]]
+    assert dst.ale.lives.tolist() == [[0, 0, 0], [10, 11, 12]]
+    with pytest.raises(ValueError, match=r"env_info\.ale\.lives"):
+        collectors.write_rows(dst, 0, [outer(False, inner(np.zeros(2))) for _ in range(3)])
+
+
+def test_info_value_reads_present_fields_and_defaults_absent_ones():
+    info = NamedArrayTupleSchema("Info", ["timeout"])(True)
+    assert collectors.info_value(info, "timeout", False) is True
+    assert collectors.info_value(info, "traj_done", "default") == "default"
+
+    class Plain:
+        traj_done = False
+
+    # Objects without named-tuple fields fall back to getattr.
+    assert collectors.info_value(Plain(), "traj_done", True) is False
+    assert collectors.info_value(Plain(), "timeout", 3) == 3
