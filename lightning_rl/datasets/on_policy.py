@@ -127,6 +127,8 @@ def iterate_minibatches(
 ) -> Iterator[OnPolicyBatch]:
     """Shuffled minibatches of a rollout, as ``[T*B/n]`` samples or ``[T, B/n]`` sequences.
 
+    With one minibatch the whole rollout comes back unshuffled (flattened unless recurrent).
+
     Args:
         batch: ``[T, B]`` rollout.
         n_minibatches: Number of minibatches per pass; must divide the sample (or env) count.
@@ -134,6 +136,11 @@ def iterate_minibatches(
         generator: Source of the shuffle (checkpointed by the module for exact resume).
     """
     T, B = batch.advantage.shape[:2]
+    if n_minibatches == 1 and recurrent:
+        # One minibatch is the whole rollout, and a mean over it does not depend on the order:
+        # no shuffle (and no gather of every field) on each of the epochs.
+        yield batch
+        return
     if recurrent:
         if B % n_minibatches:
             raise ValueError(f"minibatches={n_minibatches} must divide the number of envs B={B} for recurrent agents")
@@ -145,6 +152,9 @@ def iterate_minibatches(
     if n % n_minibatches:
         raise ValueError(f"minibatches={n_minibatches} must divide the batch size T*B={n}")
     flat = buffer_func(batch._replace(init_rnn_state=None), lambda x: x.reshape((n,) + tuple(x.shape[2:])))
+    if n_minibatches == 1:
+        yield flat
+        return
     for idxs in iterate_mb_idxs(n, n // n_minibatches, shuffle=True, generator=generator):
         yield flat[torch.from_numpy(idxs)]
 
