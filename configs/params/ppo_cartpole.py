@@ -47,6 +47,8 @@ def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
         "trainer": {
             "max_epochs": -1,
             "accelerator": "cpu",
+            # Step metrics logged once per epoch.
+            "log_every_n_steps": cpanel["rollouts_per_epoch"],
             "callbacks": [
                 {
                     "class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
