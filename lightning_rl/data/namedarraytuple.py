@@ -306,10 +306,13 @@ class NamedTupleSchema:
         self._fields = _check_field_names(typename, fields)
         self._index = {name: i for i, name in enumerate(self._fields)}
 
+    def __getstate__(self) -> dict[str, Any]:
+        # ``_index`` is derived from ``_fields``: pickles carry the fields only, and older
+        # pickles (before ``_index`` existed) load the same way.
+        return {"_typename": self._typename, "_fields": self._fields}
+
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Schemas pickled before ``_index`` existed (older checkpoints) get it rebuilt.
-        self.__dict__.update(state)
-        self._index = {name: i for i, name in enumerate(self._fields)}
+        self.__init__(state["_typename"], state["_fields"])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         n = len(self._fields)
