@@ -134,11 +134,13 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         """Build ``model``, the frozen ``target_model`` copy and this rank's epsilons."""
         super().initialize(env_spaces, share_memory=share_memory, global_B=global_B, env_ranks=env_ranks)
         if self.target_model is None:
+            assert self.model is not None
             self.target_model = make_target_model(self.model)
 
     @torch.no_grad()
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
         """Epsilon-greedy actions ``[B]`` (long, CPU) and ``DqnAgentInfo(q [B, A])``."""
+        assert self.model is not None
         q = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
         action = self.distribution.sample(q)
         return self.to_cpu(AgentStep(action, DqnAgentInfo(q=q)))
@@ -146,7 +148,13 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
     @torch.no_grad()
     def target(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
         """Target-network Q-values ``[..., A]`` (no grad), on the agent's device."""
+        assert self.target_model is not None
         return self.target_model(*self.to_agent_inputs(observation, prev_action, prev_reward))
+
+    def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """``(target, online)`` network pairs, for the algorithms' target update."""
+        assert self.target_model is not None and self.model is not None
+        return [(self.target_model, self.model)]
 
     def update_target(self, tau: float = 1.0) -> None:
         """``target <- tau * model + (1 - tau) * target`` (``tau=1``: hard copy).
@@ -154,6 +162,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         Raises:
             ValueError: If ``tau`` is outside ``[0, 1]``.
         """
+        assert self.target_model is not None and self.model is not None
         update_state_dict(self.target_model, self.model.state_dict(), tau)
 
 
@@ -229,6 +238,7 @@ class CatDqnAgent(DqnAgent):
     @torch.no_grad()
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
         """Epsilon-greedy actions ``[B]`` (long, CPU) and ``CatDqnAgentInfo(p [B, A, n_atoms])``."""
+        assert self.model is not None
         p = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
         action = self.distribution.sample(p)
         return self.to_cpu(AgentStep(action, CatDqnAgentInfo(p=p)))
@@ -282,7 +292,7 @@ class R2d1Agent(RecurrentAgentMixin, DqnAgent):
 
     def make_model(self, env_spaces: Any) -> nn.Module:
         kwargs = self.make_env_to_model_kwargs(env_spaces)
-        sizes = dict(lstm_size=self.lstm_size, head_size=self.head_size, dueling=self.dueling)
+        sizes: dict[str, Any] = dict(lstm_size=self.lstm_size, head_size=self.head_size, dueling=self.dueling)
         if "image_shape" in kwargs:
             return AtariR2d1Model(**kwargs, **sizes)
         return R2d1MlpModel(**kwargs, hidden_sizes=self.hidden_sizes, **sizes)
@@ -303,20 +313,24 @@ class R2d1Agent(RecurrentAgentMixin, DqnAgent):
             ``(q [T, B, A], next_rnn_state)``.
         """
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        assert self.model is not None
         return self.model(*inputs, buffer_to(init_rnn_state, self.device))
 
+    # Recurrent: takes the initial state and returns the next one too, where DqnAgent.target does not.
     @torch.no_grad()
-    def target(
+    def target(  # type: ignore[override]
         self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any = None
     ) -> tuple[torch.Tensor, Any]:
         """Target-network ``(q [T, B, A], next_rnn_state)`` (no grad); arguments as :meth:`forward`."""
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        assert self.target_model is not None
         return self.target_model(*inputs, buffer_to(init_rnn_state, self.device))
 
     @torch.no_grad()
     def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
         """Epsilon-greedy actions ``[B]`` and ``R2d1AgentInfo``; advances the RNN state."""
         prev_rnn_state = self.device_rnn_state()
+        assert self.model is not None
         q, rnn_state = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward), prev_rnn_state)
         action = self.distribution.sample(q)
         if prev_rnn_state is None:

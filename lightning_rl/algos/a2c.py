@@ -9,21 +9,55 @@ One gradient step per ``[T, B]`` rollout on::
 
 with ``A`` from GAE (``gae_lambda=1`` gives the paper's n-step advantages) and ``R`` the
 bootstrapped returns. Recurrent agents train on the whole rollout, masked after a done.
-Defaults follow rlpyt's A2C (Adam, lr 1e-3 linear decay off); set ``optimizer: rmsprop`` and
-``learning_rate: 7e-4`` for the paper's settings.
+:func:`a2c_loss` is that formula as a pure function of tensors. Defaults follow rlpyt's A2C
+(Adam, lr 1e-3, linear decay off); ``optimizer: {class_path: torch.optim.RMSprop, init_args:
+{alpha: 0.99, eps: 1e-5}}`` and ``learning_rate: 7e-4`` give the paper's settings.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 import torch
+from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.samplers.base import BaseSampler
+from lightning_rl.algos.base import OptimizerCallable
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.datasets.on_policy import OnPolicyBatch
+from lightning_rl.samplers.base import BaseSampler
+
+
+def a2c_loss(
+    log_prob: Tensor,
+    advantage: Tensor,
+    value: Tensor,
+    return_: Tensor,
+    entropy: Tensor,
+    valid: Tensor | None = None,
+    *,
+    value_loss_coeff: float,
+    entropy_loss_coeff: float,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """A2C's policy-gradient, value and entropy terms (see the module docstring).
+
+    Args:
+        log_prob: ``log pi(a|s)`` of the taken actions ``[T, B]`` (or ``[N]``), with grad.
+        advantage: Advantages, same shape (no grad).
+        value: ``V(s)``, same shape.
+        return_: Value targets, same shape.
+        entropy: Policy entropy per sample, same shape.
+        valid: 0/1 mask of the samples that count (None: all).
+        value_loss_coeff: Weight of the value loss.
+        entropy_loss_coeff: Weight of the entropy bonus (subtracted).
+
+    Returns:
+        The scalar loss and its terms ``pi_loss``, ``value_loss`` (weighted) and ``entropy``.
+    """
+    pi_loss = -valid_mean(log_prob * advantage, valid)
+    value_loss = value_loss_coeff * 0.5 * valid_mean((return_ - value) ** 2, valid)
+    mean_entropy = valid_mean(entropy, valid)
+    loss = pi_loss + value_loss - entropy_loss_coeff * mean_entropy
+    return loss, {"pi_loss": pi_loss, "value_loss": value_loss, "entropy": mean_entropy}
 
 
 class A2C(OnPolicyAlgorithm):
@@ -32,19 +66,35 @@ class A2C(OnPolicyAlgorithm):
     Args:
         agent: Policy-gradient agent (``CategoricalPgAgent`` or ``GaussianPgAgent``, ff or lstm).
         sampler: Rollout sampler.
-        discount: See :class:`OnPolicyAlgorithm` (and the remaining arguments).
+        discount: Discount factor gamma.
+        gae_lambda: GAE lambda; 1 gives the paper's n-step advantages.
+        value_loss_coeff: Weight of the value loss ``0.5 * (return - V)^2``.
+        entropy_loss_coeff: Weight of the entropy bonus (subtracted from the loss).
+        learning_rate: Initial learning rate.
+        optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``),
+            e.g. ``torch.optim.RMSprop`` for the paper's setting; None: Adam with ``optimizer_eps``.
+        optimizer_eps: Epsilon of the default Adam.
+        clip_grad_norm: Max global gradient norm; None disables clipping.
+        normalize_advantage: Standardize advantages over each rollout.
+        linear_lr_schedule: Decay the learning rate linearly to zero over ``total_env_steps``.
+        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
+        log_interval_steps: Env steps per Lightning epoch (per rank).
+        seed: Env base seed (default: ``seed_everything``'s).
+        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
+        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
     """
 
     def __init__(
         self,
         agent: BaseAgent,
         sampler: BaseSampler,
+        *,
         discount: float = 0.99,
         gae_lambda: float = 1.0,
         value_loss_coeff: float = 0.5,
         entropy_loss_coeff: float = 0.01,
         learning_rate: float = 1e-3,
-        optimizer: Literal["adam", "rmsprop"] = "adam",
+        optimizer: OptimizerCallable | None = None,
         optimizer_eps: float = 1e-5,
         clip_grad_norm: float | None = 1.0,
         normalize_advantage: bool = False,
@@ -56,23 +106,27 @@ class A2C(OnPolicyAlgorithm):
         torch_threads: int | None = None,
     ) -> None:
         super().__init__(
-            agent, sampler, discount, gae_lambda, value_loss_coeff, entropy_loss_coeff, learning_rate, optimizer,
-            optimizer_eps, clip_grad_norm, normalize_advantage, linear_lr_schedule, total_env_steps,
-            log_interval_steps, seed, checkpoint_sampler_state, torch_threads,
+            agent, sampler, discount=discount, gae_lambda=gae_lambda, value_loss_coeff=value_loss_coeff,
+            entropy_loss_coeff=entropy_loss_coeff, learning_rate=learning_rate, optimizer=optimizer,
+            optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, normalize_advantage=normalize_advantage,
+            linear_lr_schedule=linear_lr_schedule, total_env_steps=total_env_steps,
+            log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
+            torch_threads=torch_threads,
         )
 
     def training_step(self, batch: OnPolicyBatch, batch_idx: int) -> None:
+        self.start_of_rollout()
         terms = self.loss(batch)
-        self.optimizer_step(self.optimizers(), terms["loss"], self.clip_grad_norm)
+        self.optimize(self.optimizers(), terms["loss"], self.clip_grad_norm)
         self.end_of_rollout({f"train/{k}": v.detach() for k, v in terms.items()}, batch)
 
-    def loss(self, batch: OnPolicyBatch) -> dict[str, torch.Tensor]:
-        """A2C loss terms of a rollout (see the module docstring)."""
+    def loss(self, batch: OnPolicyBatch) -> dict[str, Tensor]:
+        """The agent's forward pass over a rollout, then :func:`a2c_loss`: ``loss`` and its terms."""
         dist = self.agent.distribution
         dist_info, value = self.policy_forward(batch)
-        logli = dist.log_likelihood(batch.action, dist_info)
-        pi_loss = -valid_mean(logli * batch.advantage, batch.valid)
-        value_loss = self.value_loss_coeff * 0.5 * valid_mean((batch.return_ - value) ** 2, batch.valid)
-        entropy = dist.mean_entropy(dist_info, batch.valid)
-        loss = pi_loss + value_loss - self.entropy_loss_coeff * entropy
-        return {"loss": loss, "pi_loss": pi_loss, "value_loss": value_loss, "entropy": entropy}
+        loss, terms = a2c_loss(
+            dist.log_likelihood(batch.action, dist_info), batch.advantage, value, batch.return_,
+            dist.entropy(dist_info), batch.valid, value_loss_coeff=self.value_loss_coeff,
+            entropy_loss_coeff=self.entropy_loss_coeff,
+        )
+        return {"loss": loss, **terms}

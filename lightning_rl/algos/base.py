@@ -25,20 +25,28 @@ import math
 import os
 import pickle
 import random
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.cli import OptimizerCallable
 from pytorch_lightning.plugins.precision import Precision
 from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from pytorch_lightning.strategies import SingleDeviceStrategy
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.samplers.base import BaseSampler
+from lightning_rl.algos.off_policy import (
+    REPLAY_KEY,
+    ReplayCheckpointIO,
+    ReplaySetup,
+    frame_stack_of,
+    samples_to_buffer,
+)
 from lightning_rl.data.buffers import buffer_to
 from lightning_rl.datasets.state import TrainState
+from lightning_rl.samplers.base import BaseSampler
 
 CHECKPOINT_KEY = "lightning_rl"
 _NO_PROFILER = PassThroughProfiler()
@@ -72,11 +80,12 @@ class RLModule(pl.LightningModule):
         self,
         agent: BaseAgent,
         sampler: BaseSampler,
-        total_env_steps: int | None = None,
-        log_interval_steps: int = 10_000,
-        seed: int | None = None,
-        checkpoint_sampler_state: bool = True,
-        torch_threads: int | None = None,
+        *,
+        total_env_steps: int | None,
+        log_interval_steps: int,
+        seed: int | None,
+        checkpoint_sampler_state: bool,
+        torch_threads: int | None,
     ) -> None:
         super().__init__()
         if torch_threads is not None and torch_threads < 1:
@@ -99,6 +108,10 @@ class RLModule(pl.LightningModule):
         #: Allow the direct update path (see the module docstring); False forces Lightning's path.
         self.direct_updates = True
         self._direct = False
+        #: Off-policy algorithms compose a replay here (built in ``setup``, saved with checkpoints).
+        self.replay_setup: ReplaySetup | None = None
+        #: Off-policy algorithms: act uniformly before ``min_steps_learn`` (None: the agent decides).
+        self.pretrain_uniform: bool | None = None
 
     # ----- set-up -----
 
@@ -118,6 +131,9 @@ class RLModule(pl.LightningModule):
             return
         if self.torch_threads is not None:
             torch.set_num_threads(self.torch_threads)
+        if self.replay_setup is not None:
+            # Before the sampler starts (and forks) its workers, so their agent copies see it too.
+            self.replay_setup.prepare_agent(self.agent, self.sampler.batch_spec.size, self.pretrain_uniform)
         rank = self.trainer.global_rank if self._trainer is not None else 0
         world_size = self.trainer.world_size if self._trainer is not None else 1
         seed = self._base_seed()
@@ -128,6 +144,35 @@ class RLModule(pl.LightningModule):
         device = self.trainer.strategy.root_device if self._trainer is not None else torch.device("cpu")
         self.agent.to_device(device)
         self._sampler_ready = True
+        if self.replay_setup is not None and stage == "fit":
+            self.build_replay()
+            if self.replay_setup.checkpoint_replay:
+                strategy = self.trainer.strategy
+                strategy.checkpoint_io = ReplayCheckpointIO(strategy.checkpoint_io)
+
+    # ----- replay (off-policy algorithms) -----
+
+    @property
+    def replay(self) -> Any:
+        """The replay buffer of an off-policy algorithm once built (None before ``setup`` or on-policy)."""
+        return None if self.replay_setup is None else self.replay_setup.replay
+
+    def samples_to_buffer(self, samples: Any) -> Any:
+        """The part of the sampler's ``Samples`` ``[T, B]`` the replay stores (transitions)."""
+        return samples_to_buffer(samples)
+
+    def replay_kwargs(self) -> dict[str, Any]:
+        """Extra :class:`~lightning_rl.replays.ReplayBuffer` arguments (frame storage, sequences)."""
+        return {"frame_stack": frame_stack_of(self.sampler.samples.env.observation)}
+
+    def build_replay(self) -> None:
+        """Allocate the replay from one step of the sampler's buffer (its dtypes and shapes)."""
+        assert self.replay_setup is not None
+        rank = self.trainer.global_rank if self._trainer is not None else 0
+        example = self.samples_to_buffer(self.sampler.samples)[0, 0]
+        self.replay_setup.build(
+            example, B=self.sampler.batch_spec.B, seed=self._base_seed() * 1000 + rank, **self.replay_kwargs()
+        )
 
     def teardown(self, stage: str) -> None:
         if self._sampler_ready and stage == "fit":
@@ -141,6 +186,8 @@ class RLModule(pl.LightningModule):
 
     def make_dataset(self) -> IterableDataset:
         """The algorithm's IterableDataset over the sampler (and replay)."""
+        if self.replay_setup is not None:
+            return self.replay_setup.dataset(self, self.samples_to_buffer)
         raise NotImplementedError(f"{type(self).__name__} must implement make_dataset()")
 
     def train_dataloader(self) -> DataLoader:
@@ -240,11 +287,37 @@ class RLModule(pl.LightningModule):
             inner.step()
             optimizer._on_after_step()
 
-    def optimizer_step(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
+    def optimize(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
         """One counted update of one optimizer (:meth:`update_step`), timed as ``learner/update``."""
         with self.profiler.profile("learner/update"):
             self.update_step([optimizer], loss, clip_grad_norm)
         self.train_state.updates += 1
+
+    def schedule_factor(self) -> float:
+        """The linear schedule's factor for this iteration, counted in env steps.
+
+        1 for the first sampler iteration, falling linearly to 0 at ``total_env_steps`` (all
+        ranks): ``1 - env steps collected before this iteration / total_env_steps``. It reads the
+        checkpointed counters only, so a resumed run continues on the same schedule.
+        """
+        if self.total_env_steps is None:
+            return 1.0
+        world = self.trainer.world_size if self._trainer is not None else 1
+        before = max(self.train_state.itr - 1, 0) * self.sampler.batch_spec.size * world
+        return max(1.0 - before / self.total_env_steps, 0.0)
+
+    def apply_lr_schedule(self, optimizers: Sequence[Any], linear: bool) -> None:
+        """Set every parameter group's ``lr`` to its initial value times :meth:`schedule_factor`.
+
+        The initial value is kept in the group as ``initial_lr`` (as torch's schedulers do), so it
+        travels with the optimizer's state dict.
+        """
+        if not linear:
+            return
+        factor = self.schedule_factor()
+        for optimizer in optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = group.setdefault("initial_lr", group["lr"]) * factor
 
     @property
     def budget_reached(self) -> bool:
@@ -302,6 +375,9 @@ class RLModule(pl.LightningModule):
             # still loads with torch.load(weights_only=True).
             "pickled": pickle.dumps(state),
         }
+        if self.replay is not None and self.replay_setup is not None and self.replay_setup.checkpoint_replay:
+            # Taken out by ReplayCheckpointIO into the side file, never into the .ckpt itself.
+            checkpoint[REPLAY_KEY] = self.replay.state_dict()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if CHECKPOINT_KEY not in checkpoint:
@@ -320,6 +396,8 @@ class RLModule(pl.LightningModule):
             torch.cuda.set_rng_state_all(ours["cuda_rng"])
         if self._sampler_ready and "sampler" in state:
             self.sampler.load_state_dict(state["sampler"])
+        if REPLAY_KEY in checkpoint and self.replay is not None:
+            self.replay.load_state_dict(checkpoint[REPLAY_KEY])
 
     # ----- shared configuration helpers -----
 
@@ -358,24 +436,33 @@ class _EvaluationDataset(IterableDataset):
         yield {k: torch.tensor(v) for k, v in metrics.items()}
 
 
-def make_optimizer(
-    name: Literal["adam", "rmsprop"], params: Any, lr: float, eps: float, fused: bool = True
+def build_optimizer(
+    optimizer: OptimizerCallable | None, params: Any, lr: float, eps: float = 1e-8
 ) -> torch.optim.Optimizer:
-    """Adam or RMSprop (A2C's original setting) over ``params``.
+    """The one place optimizers are made: ``optimizer(params, lr=lr)``, or Adam when it is None.
 
-    ``fused`` picks PyTorch's fused Adam kernel on CPU and CUDA parameters: one kernel for all
-    tensors instead of a Python loop over them, which saves about 0.25 ms per step for a
-    64x64 actor-critic on a 2-core CPU (a fifth of a PPO update). Its results differ from the
-    loop's in the last bits (about 1e-7 after a few updates), not in distribution.
+    Args:
+        optimizer: Any ``torch.optim`` optimizer from the config, as LightningCLI builds it from
+            ``{class_path: torch.optim.RMSprop, init_args: {alpha: 0.99}}`` (or a
+            ``functools.partial``); it gets the parameters and ``lr``. None: Adam with ``lr`` and
+            ``eps``, with PyTorch's fused kernel on CPU and CUDA parameters (one kernel for all
+            tensors instead of a Python loop over them; results differ from the loop's in the
+            last bits only).
+        params: The parameters (or parameter groups) to optimize.
+        lr: Learning rate (the algorithm's ``learning_rate``; schedules scale it).
+        eps: Adam's epsilon when ``optimizer`` is None.
+
+    Raises:
+        ValueError: If there are no parameters to optimize.
     """
     params = list(params)
-    if name == "adam":
-        devices = {p.device.type for p in params}
-        use_fused = fused and bool(params) and devices <= {"cpu", "cuda"}
-        return torch.optim.Adam(params, lr=lr, eps=eps, fused=use_fused or None)
-    if name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=lr, eps=eps, alpha=0.99)
-    raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {name!r}")
+    if not params:
+        raise ValueError("no parameters to optimize: was the agent initialized (setup) before configure_optimizers?")
+    if optimizer is not None:
+        return optimizer(params, lr=lr)
+    devices = {p.device.type for p in params if isinstance(p, torch.Tensor)}
+    use_fused = bool(devices) and devices <= {"cpu", "cuda"}
+    return torch.optim.Adam(params, lr=lr, eps=eps, fused=use_fused or None)
 
 
 def clip_grad_norm_(parameters: Sequence[torch.Tensor], max_norm: float) -> None:
@@ -392,12 +479,3 @@ def clip_grad_norm_(parameters: Sequence[torch.Tensor], max_norm: float) -> None
         return
     total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
     torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
-
-
-def linear_decay(total_iterations: int) -> Callable[[int], float]:
-    """Factor for ``LambdaLR``: 1 at the first iteration down to ``1/total`` at the last."""
-
-    def factor(itr: int) -> float:
-        return max(1.0 - itr / max(total_iterations, 1), 0.0)
-
-    return factor

@@ -22,6 +22,7 @@ it for all atoms at once without index scatter (Rowland et al. 2018). ``R_n``, `
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import CatDqnAgent
@@ -54,6 +55,51 @@ def project_distribution(
     return torch.einsum("nij,nj->ni", weight, p_next)
 
 
+def categorical_dqn_loss(
+    p: Tensor,
+    action: Tensor,
+    next_target_p: Tensor,
+    return_: Tensor,
+    done_n: Tensor,
+    discount_n: Tensor,
+    z: Tensor,
+    *,
+    next_online_p: Tensor | None = None,
+    is_weights: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """C51's cross-entropy loss for a replay batch of ``N`` transitions (see the module docstring).
+
+    Args:
+        p: Online return distributions ``p(s, .)`` ``[N, A, n_atoms]``, with grad.
+        action: Actions taken ``[N]`` (int).
+        next_target_p: Target network's distributions at the bootstrap state ``[N, A, n_atoms]``.
+        return_: n-step returns ``[N]``.
+        done_n: Terminated inside the n-step window ``[N]`` (bool).
+        discount_n: Bootstrap discount ``gamma^k`` ``[N]``.
+        z: Atom values ``[n_atoms]``, evenly spaced and increasing.
+        next_online_p: Online distributions at the bootstrap state, to choose the bootstrap action
+            (double DQN); None: the target network chooses.
+        is_weights: Importance-sampling weights ``[N]``; None: all ones.
+
+    Returns:
+        The scalar loss and the detached per-sample terms ``q`` (``Q(s, a)``) and ``kl``
+        (``KL(m || p(s, a))``, the priority) ``[N]``.
+    """
+    rows = torch.arange(action.shape[0], device=z.device)
+    p_taken = p[rows, action.long()]  # [N, n_atoms]
+    with torch.no_grad():
+        chooser = next_target_p if next_online_p is None else next_online_p
+        p_next = next_target_p[rows, (chooser * z).sum(-1).argmax(dim=-1)]
+        bootstrap = (~done_n).to(p_next.dtype) * discount_n
+        m = project_distribution(p_next, return_, bootstrap, z)
+    cross_entropy = -(m * p_taken.clamp(min=LOG_P_MIN).log()).sum(-1)
+    loss = (cross_entropy * is_weights).mean() if is_weights is not None else cross_entropy.mean()
+    with torch.no_grad():
+        kl = ((m * m.clamp(min=LOG_P_MIN).log()).sum(-1) + cross_entropy).clamp(min=0.0)
+        q = (p_taken * z).sum(-1)
+    return loss, {"q": q, "kl": kl}
+
+
 class CategoricalDQN(DQN):
     """C51 with DQN's options; only :meth:`loss` (and the agent check) differ from :class:`DQN`.
 
@@ -69,25 +115,15 @@ class CategoricalDQN(DQN):
         if not isinstance(agent, CatDqnAgent):
             raise ValueError(f"{type(self).__name__} needs a CatDqnAgent, got agent={type(agent).__name__}")
 
-    def loss(self, batch: SamplesFromReplay) -> dict[str, torch.Tensor]:
-        """C51 loss terms of one replay batch ``[N]`` (see the module docstring).
-
-        Returns:
-            ``loss`` (the scalar minimized) and the detached per-sample terms ``q``
-            (``Q(s, a)``) and ``kl`` (``KL(m || p(s, a))``, the priority) ``[N]``.
-        """
-        z = self.agent.z
-        rows = torch.arange(batch.action.shape[0], device=z.device)
-        p = self.agent(*batch.agent_inputs)[rows, batch.action.long()]  # [N, n_atoms]
+    def loss(self, batch: SamplesFromReplay) -> dict[str, Tensor]:
+        """The online and target networks' forward passes, then :func:`categorical_dqn_loss`:
+        ``loss`` and the per-sample terms ``[N]``."""
+        p = self.agent(*batch.agent_inputs)
         with torch.no_grad():
-            target_p = self.agent.target(*batch.target_inputs)  # [N, A, n_atoms]
-            select_p = self.agent(*batch.target_inputs) if self.double_dqn else target_p
-            p_next = target_p[rows, (select_p * z).sum(-1).argmax(dim=-1)]
-            bootstrap = (~batch.done_n).to(p_next.dtype) * batch.discount_n
-            m = project_distribution(p_next, batch.return_, bootstrap, z)
-        cross_entropy = -(m * p.clamp(min=LOG_P_MIN).log()).sum(-1)
-        loss = (cross_entropy * batch.is_weights).mean() if self.prioritized_replay else cross_entropy.mean()
-        with torch.no_grad():
-            kl = ((m * m.clamp(min=LOG_P_MIN).log()).sum(-1) + cross_entropy).clamp(min=0.0)
-            q = (p * z).sum(-1)
-        return {"loss": loss, "q": q, "kl": kl}
+            next_target_p = self.agent.target(*batch.target_inputs)
+            next_online_p = self.agent(*batch.target_inputs) if self.double_dqn else None
+        loss, terms = categorical_dqn_loss(
+            p, batch.action, next_target_p, batch.return_, batch.done_n, batch.discount_n, self.agent.z,
+            next_online_p=next_online_p, is_weights=batch.is_weights if self.prioritized_replay else None,
+        )
+        return {"loss": loss, **terms}

@@ -20,9 +20,10 @@ runs ``K`` updates. Before ``min_steps_learn`` env steps the agent acts uniforml
 (``pretrain_uniform``) or with its ``pretrain_std`` noise. Deviations from rlpyt: none but the
 uniform pretraining actions (Stable-Baselines3's ``learning_starts``).
 
-TD3 (:mod:`lightning_rl.algos.td3`) is this class with a ``Td3Agent`` (twin critics, smoothed
-target actions) and delayed policy updates: the critic target takes the minimum over the agent's
-target critics (one here), and ``L_mu`` uses the first critic.
+:func:`ddpg_q_loss` and :func:`ddpg_mu_loss` are the losses as pure functions of tensors. TD3
+(:mod:`lightning_rl.algos.td3`) is this class with a ``Td3Agent`` (twin critics, smoothed target
+actions) and delayed policy updates: the critic target takes the minimum over the agent's target
+critics (one here), and ``L_mu`` uses the first critic.
 """
 
 from __future__ import annotations
@@ -33,23 +34,54 @@ import torch
 from torch import Tensor
 
 from lightning_rl.agents.qpg import DdpgAgent
-from lightning_rl.algos.base import mean_metrics
+from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer, mean_metrics
+from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
 from lightning_rl.algos.qpg_common import (
-    QpgAlgorithm,
     QpgBatch,
     as_tuple,
     check_qpg_args,
     critic_loss,
     frozen,
-    make_adam,
     min_over,
     n_step_target,
+    split_updates,
 )
 from lightning_rl.samplers.base import BaseSampler
 
 
-class DDPG(QpgAlgorithm):
-    """DDPG as a LightningModule (separate policy and critic Adam optimizers).
+def ddpg_q_loss(
+    q_values: tuple[Tensor, ...],
+    return_: Tensor,
+    bootstrap: Tensor,
+    next_target_q: tuple[Tensor, ...],
+    *,
+    q_target_clip: float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Critic loss ``sum_i 0.5 * mean((y - Q_i(s, a))^2)``, ``y = R + bootstrap * min_j Q'_j(s', a')``.
+
+    Args:
+        q_values: Each online critic's ``Q_i(s, a)`` ``[N]`` (one for DDPG, two for TD3), with grad.
+        return_: Scaled n-step returns ``[N]``.
+        bootstrap: Bootstrap discount ``[N]``: ``gamma^k``, 0 after a termination.
+        next_target_q: Each target critic's ``Q'_j(s', a')`` at the target action ``[N]``.
+        q_target_clip: Clip ``y`` to ``+-q_target_clip``; None: no clipping.
+
+    Returns:
+        The scalar loss, ``q_mean`` (first critic) and ``target`` (``y`` ``[N]``).
+    """
+    with torch.no_grad():
+        y = n_step_target(return_, bootstrap, min_over(next_target_q), q_target_clip)
+    loss = critic_loss(q_values, y)
+    return loss, {"q_mean": q_values[0].detach().mean(), "target": y}
+
+
+def ddpg_mu_loss(q_at_mu: Tensor) -> Tensor:
+    """Policy loss ``-mean(Q_1(s, mu(s)))`` from the first critic at the policy's actions ``[N]``."""
+    return -q_at_mu.mean()
+
+
+class DDPG(RLModule):
+    """DDPG as a LightningModule (separate policy and critic optimizers).
 
     Args:
         agent: A :class:`~lightning_rl.agents.DdpgAgent` (its targets follow by ``target_update_tau``).
@@ -65,6 +97,8 @@ class DDPG(QpgAlgorithm):
         policy_update_interval: Updates between policy updates (TD3's delayed actor).
         learning_rate: Policy (mu) learning rate.
         q_learning_rate: Critic learning rate.
+        optimizer: Any torch optimizer for both networks (``class_path``/``init_args``; it gets
+            each network's learning rate); None: Adam.
         reward_scale: Factor on rewards (returns) in the target.
         clip_grad_norm: Max gradient norm of each network; None for no clipping.
         q_target_clip: Clip targets to ``+-q_target_clip``; None for no clipping.
@@ -73,7 +107,11 @@ class DDPG(QpgAlgorithm):
             agent's ``pretrain_std`` noise (or its usual noise when that is None).
         updates_per_sync: Updates between publishing weights to the sampler.
         checkpoint_replay: Save the replay next to each checkpoint.
-        total_env_steps: See :class:`~lightning_rl.algos.base.RLModule` (and the rest).
+        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
+        log_interval_steps: Env steps per Lightning epoch (per rank).
+        seed: Env base seed (default: ``seed_everything``'s).
+        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
+        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
 
     Raises:
         ValueError: Naming a bad hyperparameter, or if ``agent`` is not a ``DdpgAgent``.
@@ -83,6 +121,7 @@ class DDPG(QpgAlgorithm):
         self,
         agent: DdpgAgent,
         sampler: BaseSampler,
+        *,
         batch_size: int = 64,
         replay_size: int = 1_000_000,
         replay_ratio: float = 64.0,
@@ -94,6 +133,7 @@ class DDPG(QpgAlgorithm):
         policy_update_interval: int = 1,
         learning_rate: float = 1e-4,
         q_learning_rate: float = 1e-3,
+        optimizer: OptimizerCallable | None = None,
         reward_scale: float = 1.0,
         clip_grad_norm: float | None = None,
         q_target_clip: float | None = 1e6,
@@ -109,28 +149,43 @@ class DDPG(QpgAlgorithm):
     ) -> None:
         self.check_agent(agent)
         super().__init__(
-            agent, sampler, target_update_tau=target_update_tau, target_update_interval=target_update_interval,
-            reward_scale=reward_scale, clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip,
-            bootstrap_timelimit=bootstrap_timelimit, pretrain_uniform=pretrain_uniform, batch_size=batch_size,
-            replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
-            n_step_return=n_step_return, discount=discount, updates_per_sync=updates_per_sync,
-            checkpoint_replay=checkpoint_replay, total_env_steps=total_env_steps,
-            log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
-            torch_threads=torch_threads,
+            agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
+            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads,
+        )
+        self.replay_setup = ReplaySetup(
+            batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
+            n_step_return=n_step_return, discount=discount, prioritized_replay=False, pri_alpha=0.6,
+            pri_beta_init=0.4, pri_beta_final=1.0, pri_beta_steps=1, default_priority=1.0,
+            updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay,
         )
         check_qpg_args(
+            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
             policy_update_interval=policy_update_interval, learning_rate=learning_rate,
-            q_learning_rate=q_learning_rate,
+            q_learning_rate=q_learning_rate, reward_scale=reward_scale, clip_grad_norm=clip_grad_norm,
+            q_target_clip=q_target_clip,
         )
+        self.target_update_tau = target_update_tau
+        self.target_update_interval = target_update_interval
         self.policy_update_interval = policy_update_interval
         self.learning_rate = learning_rate
         self.q_learning_rate = q_learning_rate
-        self.save_hyperparameters(ignore=["agent", "sampler"])
+        self.optimizer = optimizer
+        self.reward_scale = reward_scale
+        self.clip_grad_norm = clip_grad_norm
+        self.q_target_clip = q_target_clip
+        self.bootstrap_timelimit = bootstrap_timelimit
+        self.pretrain_uniform = pretrain_uniform
+        self.soft_target_update = SoftTargetUpdate()
+        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer"])
 
     def check_agent(self, agent: Any) -> None:
         """Raise ``ValueError`` unless ``agent`` is a ``DdpgAgent`` (a ``Td3Agent`` is one too)."""
         if not isinstance(agent, DdpgAgent):
             raise ValueError(f"{type(self).__name__} needs a DdpgAgent (or Td3Agent), got agent={agent!r}")
+
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        self.soft_target_update.reset()
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
         """``K`` updates, rlpyt's order per replay batch: one critic step; every
@@ -143,11 +198,11 @@ class DDPG(QpgAlgorithm):
         q_rows: list[Tensor] = []
         mu_rows: list[Tensor] = []
         with self.profiler.profile("learner/update"):
-            for mb in self.split_updates(batch):
+            for mb in split_updates(self.agent, batch, self.reward_scale, self.bootstrap_timelimit):
                 state.updates += 1
                 q_terms = self.q_loss(mb)
                 self.update_step([q_optimizer], q_terms["q_loss"], self.clip_grad_norm)
-                q_rows.append(torch.stack([q_terms["q_loss"].detach(), q_terms["q_mean"], q_terms["target_mean"]]))
+                q_rows.append(torch.stack([q_terms["q_loss"].detach(), q_terms["q_mean"], q_terms["target"].mean()]))
                 if state.updates % self.policy_update_interval == 0:
                     mu_loss = self.mu_loss(mb)["mu_loss"]
                     self.update_step([mu_optimizer], mu_loss, self.clip_grad_norm)
@@ -158,33 +213,24 @@ class DDPG(QpgAlgorithm):
         metrics.update(mean_metrics(("mu_loss",), mu_rows))
         self.log_step_metrics(metrics)
 
-    @torch.no_grad()
-    def q_target(self, batch: QpgBatch) -> Tensor:
-        """``y = return_ + bootstrap * min_j Q'_j(s', mu'(s'))`` ``[N]`` (no grad).
-
-        One target critic for DDPG; for TD3 the minimum of two at the smoothed target action
-        (``Td3Agent.target_q_at_mu``).
-        """
-        next_q = min_over(as_tuple(self.agent.target_q_at_mu(*batch.next_inputs)))
-        return n_step_target(batch, next_q, self.q_target_clip)
-
     def q_loss(self, batch: QpgBatch) -> dict[str, Tensor]:
-        """Critic loss ``sum_i 0.5 * mean((y - Q_i(s, a))^2)`` (``q_loss``, ``q_mean``, ``target_mean``)."""
-        y = self.q_target(batch)
+        """The critics and target critics (at the target policy's action), then :func:`ddpg_q_loss`:
+        ``q_loss``, ``q_mean`` and ``target`` ``[N]``."""
         agent = self.agent
+        with torch.no_grad():
+            next_q = as_tuple(agent.target_q_at_mu(*batch.next_inputs))
         q_values = as_tuple(agent.q(*batch.inputs, agent.to_env_action(batch.action)))
-        loss = critic_loss(q_values, y)
-        return {"q_loss": loss, "q_mean": q_values[0].detach().mean(), "target_mean": y.mean()}
+        loss, terms = ddpg_q_loss(q_values, batch.return_, batch.bootstrap, next_q, q_target_clip=self.q_target_clip)
+        return {"q_loss": loss, **terms}
 
     def mu_loss(self, batch: QpgBatch) -> dict[str, Tensor]:
-        """Policy loss ``-mean(Q_1(s, mu(s)))`` (``mu_loss``), with the critics' weights held constant."""
+        """:func:`ddpg_mu_loss` of the first critic at ``mu(s)``, the critics' weights held constant."""
         with frozen(self.agent.parameters_for("q")):
-            q = self.agent.q_at_mu(*batch.inputs)
-        return {"mu_loss": -q.mean()}
+            return {"mu_loss": ddpg_mu_loss(self.agent.q_at_mu(*batch.inputs))}
 
     def configure_optimizers(self) -> Any:
         # rlpyt's order: the policy's optimizer first, then the critics'.
         return [
-            make_adam(self.agent.parameters_for("model"), self.learning_rate),
-            make_adam(self.agent.parameters_for("q"), self.q_learning_rate),
+            build_optimizer(self.optimizer, self.agent.parameters_for("model"), self.learning_rate),
+            build_optimizer(self.optimizer, self.agent.parameters_for("q"), self.q_learning_rate),
         ]

@@ -24,9 +24,10 @@ leading ``[K]`` dim (``K = replay_ratio * T * B / batch_size`` on average, none 
 drawn together, so priorities written by update ``k`` first affect the next iteration's draws;
 all ``K`` priority updates go back to the replay in one call at the end of the step.
 
-Updates take the direct path of :meth:`~lightning_rl.algos.base.RLModule.update_step` when it is
-safe (0.2-0.35 ms saved per update on a 2-core CPU, 12-17% of a CartPole update);
-``direct_updates=False`` forces Lightning's path.
+:func:`dqn_loss` is the loss as a pure function of tensors. C51 and R2D1 subclass :class:`DQN`
+and replace only :meth:`DQN.loss` (and the agent check). Updates take the direct path of
+:meth:`~lightning_rl.algos.base.RLModule.update_step` when it is safe; ``direct_updates=False``
+forces Lightning's path.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import CatDqnAgent, DqnAgent, R2d1Agent
-from lightning_rl.algos.base import linear_decay
-from lightning_rl.algos.off_policy import OffPolicyAlgorithm
+from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer
+from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
 from lightning_rl.replays import SamplesFromReplay
 from lightning_rl.samplers.base import BaseSampler
 
@@ -47,12 +49,58 @@ from lightning_rl.samplers.base import BaseSampler
 PRIORITY_EPS = 1e-6
 
 
-class DQN(OffPolicyAlgorithm):
+def dqn_loss(
+    q: Tensor,
+    action: Tensor,
+    next_target_q: Tensor,
+    return_: Tensor,
+    done_n: Tensor,
+    discount_n: Tensor,
+    *,
+    next_online_q: Tensor | None = None,
+    is_weights: Tensor | None = None,
+    delta_clip: float | None = 1.0,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """DQN's TD loss for a replay batch of ``N`` transitions (see the module docstring).
+
+    Args:
+        q: Online ``Q(s, .)`` ``[N, A]``, with grad.
+        action: Actions taken ``[N]`` (int).
+        next_target_q: Target network's ``Q_target(s_n, .)`` at the bootstrap state ``[N, A]``.
+        return_: Discounted n-step returns ``R_n`` ``[N]``.
+        done_n: Whether the episode terminated inside the n-step window ``[N]`` (bool).
+        discount_n: Bootstrap discount ``gamma^k`` ``[N]`` (``k < n`` after a time-limit cut).
+        next_online_q: Online ``Q(s_n, .)`` ``[N, A]`` to pick the bootstrap action (double DQN);
+            None: the target network picks it.
+        is_weights: Importance-sampling weights ``[N]`` (prioritized replay); None: all ones.
+        delta_clip: Huber threshold; None: the squared error ``0.5 * delta^2``.
+
+    Returns:
+        The scalar loss and the detached per-sample terms ``q`` (``Q(s, a)``), ``target``
+        (``y``) and ``td_abs`` (``|delta|``, the new priority before ``PRIORITY_EPS``) ``[N]``.
+    """
+    q_taken = q.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        chooser = next_target_q if next_online_q is None else next_online_q
+        next_action = chooser.argmax(dim=-1, keepdim=True)
+        next_q = next_target_q.gather(-1, next_action).squeeze(-1)
+        bootstrap = (~done_n).to(next_q.dtype) * discount_n
+        y = return_ + bootstrap * next_q
+    if delta_clip is None:
+        losses = 0.5 * (y - q_taken).square()
+    else:
+        losses = F.huber_loss(q_taken, y, reduction="none", delta=delta_clip)
+    loss = (losses * is_weights).mean() if is_weights is not None else losses.mean()
+    q_taken = q_taken.detach()
+    return loss, {"q": q_taken, "target": y, "td_abs": (y - q_taken).abs()}
+
+
+class DQN(RLModule):
     """DQN and its double / n-step / prioritized variants, as a LightningModule.
 
     Args:
         agent: A :class:`~lightning_rl.agents.DqnAgent` (``dueling`` and the epsilon-greedy
-            schedule, in sampler iterations, are its arguments).
+            schedule are its arguments).
         sampler: Collects ``[T, B]`` batches; ``T * B`` env steps per iteration.
         discount: Discount factor gamma.
         batch_size: Transitions per replay batch.
@@ -65,11 +113,13 @@ class DQN(OffPolicyAlgorithm):
         target_update_interval: Updates between target-network updates.
         n_step_return: n of the n-step return targets.
         double_dqn: Choose the bootstrap action with the online network (double DQN).
-        learning_rate: Adam learning rate.
-        optimizer_eps: Adam epsilon (0.01 / 32 as in rlpyt's and Dopamine's Atari settings).
+        learning_rate: Learning rate.
+        optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
+            None: Adam with ``optimizer_eps``.
+        optimizer_eps: Epsilon of the default Adam (0.01 / 32 as in rlpyt's and Dopamine's Atari
+            settings).
         clip_grad_norm: Max global gradient norm; None disables clipping.
-        linear_lr_schedule: Decay the learning rate linearly to zero over ``total_env_steps``
-            (set each iteration from the checkpointed iteration counter).
+        linear_lr_schedule: Decay the learning rate linearly to zero over ``total_env_steps``.
         prioritized_replay: Prioritized replay with ``|TD error|`` priorities.
         pri_alpha: Priority exponent alpha.
         pri_beta_init: Initial importance-sampling exponent beta.
@@ -81,8 +131,11 @@ class DQN(OffPolicyAlgorithm):
         checkpoint_replay: Save the replay next to each checkpoint (``<path>.replay``).
         direct_updates: Skip Lightning's per-update hook dispatch when nothing uses it
             (:meth:`~lightning_rl.algos.base.RLModule.update_step`).
-        total_env_steps: See :class:`~lightning_rl.algos.base.RLModule` (and the remaining
-            arguments).
+        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
+        log_interval_steps: Env steps per Lightning epoch (per rank).
+        seed: Env base seed (default: ``seed_everything``'s).
+        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
+        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
 
     Raises:
         ValueError: On a bad hyperparameter (the message names it) or an agent of another kind.
@@ -92,6 +145,7 @@ class DQN(OffPolicyAlgorithm):
         self,
         agent: BaseAgent,
         sampler: BaseSampler,
+        *,
         discount: float = 0.99,
         batch_size: int = 32,
         min_steps_learn: int = 50_000,
@@ -103,6 +157,7 @@ class DQN(OffPolicyAlgorithm):
         n_step_return: int = 1,
         double_dqn: bool = False,
         learning_rate: float = 2.5e-4,
+        optimizer: OptimizerCallable | None = None,
         optimizer_eps: float = 3.125e-4,
         clip_grad_norm: float | None = 10.0,
         linear_lr_schedule: bool = False,
@@ -122,45 +177,55 @@ class DQN(OffPolicyAlgorithm):
         torch_threads: int | None = None,
     ) -> None:
         super().__init__(
-            agent, sampler, batch_size, replay_size, replay_ratio, min_steps_learn, n_step_return, discount,
-            prioritized_replay, pri_alpha, pri_beta_init, pri_beta_final, pri_beta_steps, default_priority,
-            updates_per_sync, checkpoint_replay, total_env_steps, log_interval_steps, seed,
-            checkpoint_sampler_state, torch_threads,
+            agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
+            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads,
         )
         self.check_agent(agent)
+        self.replay_setup = ReplaySetup(
+            batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
+            n_step_return=n_step_return, discount=discount, prioritized_replay=prioritized_replay,
+            pri_alpha=pri_alpha, pri_beta_init=pri_beta_init, pri_beta_final=pri_beta_final,
+            pri_beta_steps=pri_beta_steps, default_priority=default_priority, updates_per_sync=updates_per_sync,
+            checkpoint_replay=checkpoint_replay,
+        )
         if delta_clip is not None:
             self.check_positive("delta_clip", delta_clip)
         if not 0.0 < target_update_tau <= 1.0:
             raise ValueError(f"target_update_tau must be in (0, 1], got {target_update_tau}")
-        if int(target_update_interval) < 1:
-            raise ValueError(f"target_update_interval must be >= 1, got {target_update_interval}")
+        if isinstance(target_update_interval, bool) or int(target_update_interval) != target_update_interval or (
+                target_update_interval < 1):
+            raise ValueError(f"target_update_interval must be an int >= 1, got {target_update_interval}")
         self.check_positive("learning_rate", learning_rate)
         self.check_positive("optimizer_eps", optimizer_eps)
         if clip_grad_norm is not None:
             self.check_positive("clip_grad_norm", clip_grad_norm)
         if linear_lr_schedule and total_env_steps is None:
             raise ValueError("linear_lr_schedule=True needs total_env_steps to know where the schedule ends")
-        if prioritized_replay:
-            self.check_positive("pri_alpha", pri_alpha, allow_zero=True)
-            self.check_positive("pri_beta_init", pri_beta_init, allow_zero=True)
-            self.check_positive("pri_beta_final", pri_beta_final, allow_zero=True)
-            self.check_positive("pri_beta_steps", pri_beta_steps)
-            self.check_positive("default_priority", default_priority)
+        self.discount = discount
+        self.n_step_return = int(n_step_return)
         self.delta_clip = delta_clip
         self.target_update_tau = float(target_update_tau)
         self.target_update_interval = int(target_update_interval)
         self.double_dqn = double_dqn
         self.learning_rate = learning_rate
+        self.optimizer = optimizer
         self.optimizer_eps = optimizer_eps
         self.clip_grad_norm = clip_grad_norm
         self.linear_lr_schedule = linear_lr_schedule
+        self.prioritized_replay = prioritized_replay
+        self.default_priority = default_priority
         self.direct_updates = direct_updates
-        self.save_hyperparameters(ignore=["agent", "sampler"])
+        self.soft_target_update = SoftTargetUpdate()
+        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer"])
 
     def check_agent(self, agent: BaseAgent) -> None:
         """Raise ``ValueError`` unless ``agent`` is a feed-forward, scalar-Q ``DqnAgent``."""
         if not isinstance(agent, DqnAgent) or isinstance(agent, (CatDqnAgent, R2d1Agent)):
             raise ValueError(f"{type(self).__name__} needs a DqnAgent, got agent={type(agent).__name__}")
+
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        self.soft_target_update.reset()
 
     # ----- training -----
 
@@ -172,18 +237,15 @@ class DQN(OffPolicyAlgorithm):
         if not batch:
             return
         optimizer = self.optimizers()
-        if self.linear_lr_schedule:
-            # Set from the checkpointed iteration counter: decays with env steps, resumes exactly.
-            for group in optimizer.param_groups:
-                group["lr"] = self.learning_rate * self._lr_factor(self.train_state.itr - 1)
-        losses: list[torch.Tensor] = []
-        per_sample: dict[str, list[torch.Tensor]] = {}
+        self.apply_lr_schedule([optimizer], self.linear_lr_schedule)
+        losses: list[Tensor] = []
+        per_sample: dict[str, list[Tensor]] = {}
         for k in range(int(batch.action.shape[0])):
             terms = self.loss(batch[k])
             loss = terms.pop("loss")
-            self.optimizer_step(optimizer, loss, self.clip_grad_norm)
+            self.optimize(optimizer, loss, self.clip_grad_norm)
             if self.train_state.updates % self.target_update_interval == 0:
-                self.agent.update_target(self.target_update_tau)
+                self.soft_target_update(self.agent, self.target_update_tau)
             for name, value in terms.items():
                 per_sample.setdefault(name, []).append(value)
             losses.append(loss.detach())
@@ -203,42 +265,19 @@ class DQN(OffPolicyAlgorithm):
             metrics["train/pri_beta"] = self.replay.beta
         self.log_step_metrics(metrics)
 
-    def td_target(self, batch: SamplesFromReplay) -> torch.Tensor:
-        """``y = R_n + (1 - done_n) * gamma^k * Q_target(s_n, a*)`` ``[N]`` (no grad)."""
-        with torch.no_grad():
-            target_q = self.agent.target(*batch.target_inputs)
-            if self.double_dqn:
-                next_action = self.agent(*batch.target_inputs).argmax(dim=-1, keepdim=True)
-                next_q = target_q.gather(-1, next_action).squeeze(-1)
-            else:
-                next_q = target_q.max(dim=-1).values
-            bootstrap = (~batch.done_n).to(next_q.dtype) * batch.discount_n
-            return batch.return_ + bootstrap * next_q
-
-    def loss(self, batch: SamplesFromReplay) -> dict[str, torch.Tensor]:
-        """DQN loss terms of one replay batch ``[N]`` (see the module docstring).
-
-        Returns:
-            ``loss`` (the scalar minimized; importance-weighted under prioritized replay) and the
-            detached per-sample terms ``q`` (``Q(s, a)``) and ``td_abs`` (``|delta|``) ``[N]``.
-        """
+    def loss(self, batch: SamplesFromReplay) -> dict[str, Tensor]:
+        """The online and target networks' forward passes, then :func:`dqn_loss`: ``loss`` and
+        the per-sample terms ``[N]``."""
         q = self.agent(*batch.agent_inputs)
-        q_taken = q.gather(-1, batch.action.long().unsqueeze(-1)).squeeze(-1)
-        y = self.td_target(batch)
-        if self.delta_clip is None:
-            losses = 0.5 * (y - q_taken).square()
-        else:
-            losses = F.huber_loss(q_taken, y, reduction="none", delta=self.delta_clip)
-        loss = (losses * batch.is_weights).mean() if self.prioritized_replay else losses.mean()
-        q_taken = q_taken.detach()
-        return {"loss": loss, "q": q_taken, "td_abs": (y - q_taken).abs()}
-
-    def _lr_factor(self, itr: int) -> float:
-        per_rank_steps = self.total_env_steps / max(self.trainer.world_size, 1)
-        return linear_decay(max(1, int(per_rank_steps // self.sampler.batch_spec.size)))(itr)
+        with torch.no_grad():
+            next_target_q = self.agent.target(*batch.target_inputs)
+            next_online_q = self.agent(*batch.target_inputs) if self.double_dqn else None
+        loss, terms = dqn_loss(
+            q, batch.action, next_target_q, batch.return_, batch.done_n, batch.discount_n,
+            next_online_q=next_online_q, is_weights=batch.is_weights if self.prioritized_replay else None,
+            delta_clip=self.delta_clip,
+        )
+        return {"loss": loss, **terms}
 
     def configure_optimizers(self) -> Any:
-        params = self.agent.parameters_for("model")
-        # The fused kernel updates all parameters at once: about 3x faster steps for small nets.
-        fused = all(p.device.type in ("cpu", "cuda") for p in params) or None
-        return torch.optim.Adam(params, lr=self.learning_rate, eps=self.optimizer_eps, fused=fused)
+        return build_optimizer(self.optimizer, self.agent.parameters_for("model"), self.learning_rate, self.optimizer_eps)

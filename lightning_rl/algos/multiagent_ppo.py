@@ -2,7 +2,7 @@
 
 Every agent ``a`` of a multi-agent env (dict action space, one policy per agent through
 :class:`~lightning_rl.agents.MultiAgent`) is trained with PPO's own loss (:meth:`PPO.loss`) on its
-own actions, its own value estimates and its own GAE advantages::
+own actions, its own value estimates and its own GAE advantages (:func:`~lightning_rl.algos.ppo.ppo_loss`)::
 
     A_a, R_a = GAE(r_a, V_a)                         # per agent, from its own rewards
     L_a      = PPO loss of agent a's minibatch        # clipped ratio, value, entropy terms
@@ -27,14 +27,15 @@ beyond PPO's; each critic sees what its agent sees (no centralized value functio
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from lightning_rl.agents.multiagent import MultiAgent
-from lightning_rl.algos.base import linear_decay, make_optimizer, mean_metrics
+from lightning_rl.algos.base import OptimizerCallable, build_optimizer, mean_metrics
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
-from lightning_rl.algos.ppo import PPO
+from lightning_rl.algos.ppo import check_minibatches, ppo_loss
+from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
 from lightning_rl.datasets.on_policy import OnPolicyDataset, iterate_minibatches
 from lightning_rl.datasets.state import TrainState
@@ -102,20 +103,7 @@ class MultiAgentOnPolicyDataset(OnPolicyDataset):
         return self.batch_schema(*batches)
 
 
-class _OneAgentLoss:
-    """What :meth:`PPO.loss` reads of its module (``agent``, ``policy_forward``, the loss coefficients),
-    presenting one sub-agent: the loss evaluated is PPO's own, not a copy of it."""
-
-    policy_forward = OnPolicyAlgorithm.policy_forward
-
-    def __init__(self, module: MultiAgentPPO, name: str) -> None:
-        self.agent = module.agent.sub_agent(name)
-        self.recurrent = module.recurrent
-        self.value_loss_coeff = module.value_loss_coeff
-        self.entropy_loss_coeff = module.entropy_loss_coeff
-
-
-class MultiAgentPPO(PPO):
+class MultiAgentPPO(OnPolicyAlgorithm):
     """PPO for multi-agent envs with independent learners, as a LightningModule.
 
     Args:
@@ -125,8 +113,26 @@ class MultiAgentPPO(PPO):
         agent_rewards_key: Name of the env's ``info`` entry holding a dict of per-agent rewards
             keyed by agent name; each agent then learns from its own rewards. None: every agent
             learns from the env's (team) reward.
-        ratio_clip: See :class:`~lightning_rl.algos.PPO` (and the remaining arguments), applied
-            to every learner.
+        ratio_clip: Clip range epsilon of the likelihood ratio (every learner).
+        value_clip: Clip the value change per update to ``+-value_clip``; None: no clipping.
+        epochs: Passes over each rollout.
+        minibatches: Minibatches per pass (each agent's samples split alike).
+        discount: Discount factor gamma.
+        gae_lambda: GAE lambda.
+        value_loss_coeff: Weight of the value loss ``0.5 * (return - V)^2``.
+        entropy_loss_coeff: Weight of the entropy bonus (subtracted from the loss).
+        learning_rate: Initial learning rate of every learner.
+        optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
+            None: Adam with ``optimizer_eps``. One per learner.
+        optimizer_eps: Epsilon of the default Adam.
+        clip_grad_norm: Max gradient norm of each learner; None disables clipping.
+        normalize_advantage: Standardize each agent's advantages over each rollout.
+        linear_lr_schedule: Decay learning rates and ``ratio_clip`` linearly over ``total_env_steps``.
+        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
+        log_interval_steps: Env steps per Lightning epoch (per rank).
+        seed: Env base seed (default: ``seed_everything``'s).
+        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
+        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
 
     Raises:
         ValueError: If ``agent`` is not a ``MultiAgent``; in ``setup``, if the env has no
@@ -137,8 +143,10 @@ class MultiAgentPPO(PPO):
         self,
         agent: MultiAgent,
         sampler: BaseSampler,
+        *,
         agent_rewards_key: str | None = None,
         ratio_clip: float = 0.1,
+        value_clip: float | None = None,
         epochs: int = 4,
         minibatches: int = 4,
         discount: float = 0.99,
@@ -146,7 +154,7 @@ class MultiAgentPPO(PPO):
         value_loss_coeff: float = 1.0,
         entropy_loss_coeff: float = 0.01,
         learning_rate: float = 1e-3,
-        optimizer: Literal["adam", "rmsprop"] = "adam",
+        optimizer: OptimizerCallable | None = None,
         optimizer_eps: float = 1e-5,
         clip_grad_norm: float | None = 1.0,
         normalize_advantage: bool = True,
@@ -160,11 +168,24 @@ class MultiAgentPPO(PPO):
         if not isinstance(agent, MultiAgent):
             raise ValueError(f"MultiAgentPPO: agent must be a MultiAgent, got {type(agent).__name__}")
         super().__init__(
-            agent, sampler, ratio_clip, epochs, minibatches, discount, gae_lambda, value_loss_coeff,
-            entropy_loss_coeff, learning_rate, optimizer, optimizer_eps, clip_grad_norm, normalize_advantage,
-            linear_lr_schedule, total_env_steps, log_interval_steps, seed, checkpoint_sampler_state, torch_threads,
+            agent, sampler, discount=discount, gae_lambda=gae_lambda, value_loss_coeff=value_loss_coeff,
+            entropy_loss_coeff=entropy_loss_coeff, learning_rate=learning_rate, optimizer=optimizer,
+            optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, normalize_advantage=normalize_advantage,
+            linear_lr_schedule=linear_lr_schedule, total_env_steps=total_env_steps,
+            log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
+            torch_threads=torch_threads,
         )
+        self.check_positive("ratio_clip", ratio_clip)
+        if value_clip is not None:
+            self.check_positive("value_clip", value_clip)
+        if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
+            raise ValueError(f"epochs must be an int >= 1, got {epochs}")
+        check_minibatches(minibatches, sampler, False)
         self.agent_rewards_key = agent_rewards_key
+        self.ratio_clip = ratio_clip
+        self.value_clip = value_clip
+        self.epochs = int(epochs)
+        self.minibatches = int(minibatches)
 
     def setup(self, stage: str) -> None:
         super().setup(stage)
@@ -193,10 +214,12 @@ class MultiAgentPPO(PPO):
         )
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
-        optimizers = self._optimizer_list()
-        ratio_clip = self.current_ratio_clip()
+        self.start_of_rollout()
+        optimizers = self.optimizer_list()
+        ratio_clip = self.ratio_clip * (self.schedule_factor() if self.linear_lr_schedule else 1.0)
         names = self.agent.agent_names
         rows: list[torch.Tensor] = []
+        keys: list[str] = []
         for _ in range(self.epochs):
             per_agent = [
                 iterate_minibatches(getattr(batch, name), self.minibatches, self.recurrent, self.minibatch_generator)
@@ -207,11 +230,13 @@ class MultiAgentPPO(PPO):
                 # Clipped per learner: one learner's large gradient does not shrink another's step.
                 self.update_step(optimizers, terms["loss"], self.clip_grad_norm)
                 self.train_state.updates += 1
+                keys = list(terms)
                 rows.append(torch.stack([v.detach() for v in terms.values()]))
-        self.end_of_rollout(mean_metrics(list(terms), rows))
+        self.end_of_rollout(mean_metrics(keys, rows), batch)
 
     def loss(self, batch: Any, ratio_clip: float) -> dict[str, torch.Tensor]:
-        """Every agent's PPO terms as ``<agent>/<term>`` and the summed learner losses as ``loss``.
+        """Every agent's :func:`~lightning_rl.algos.ppo.ppo_loss` terms as ``<agent>/<term>``, and
+        as ``loss`` the sum over learners of the mean over each learner's agents.
 
         Args:
             batch: ``MultiAgentBatch`` with an :class:`OnPolicyBatch` (minibatch) per agent.
@@ -221,44 +246,39 @@ class MultiAgentPPO(PPO):
         total = torch.zeros((), device=self.agent.device)
         for names in self.agent.learners().values():
             for name in names:
-                agent_terms = PPO.loss(_OneAgentLoss(self, name), getattr(batch, name), ratio_clip)
+                sub, data = self.agent.sub_agent(name), getattr(batch, name)
+                inputs = data.agent_inputs
+                if self.recurrent:
+                    dist_info, value, _ = sub(*inputs, data.init_rnn_state)
+                else:
+                    dist_info, value = sub(*inputs)
+                dist = sub.distribution
+                ratio = dist.likelihood_ratio(data.action, data.old_dist_info, dist_info)
+                loss, agent_terms = ppo_loss(
+                    ratio, data.advantage, value, data.return_, dist.entropy(dist_info), data.valid,
+                    ratio_clip=ratio_clip, value_loss_coeff=self.value_loss_coeff,
+                    entropy_loss_coeff=self.entropy_loss_coeff, old_value=data.old_value, value_clip=self.value_clip,
+                )
+                with torch.no_grad():
+                    agent_terms["approx_kl"] = valid_mean(dist.kl(data.old_dist_info, dist_info), data.valid)
+                terms[f"{name}/loss"] = loss
                 terms.update({f"{name}/{k}": v for k, v in agent_terms.items()})
-                total = total + agent_terms["loss"] / len(names)
+                total = total + loss / len(names)
         terms["loss"] = total
         return terms
 
     def configure_optimizers(self) -> Any:
-        """One optimizer (and linear schedule) per learner, over its sub-agent's parameters."""
-        configs = []
-        total_itr = 1
-        if self.linear_lr_schedule:
-            per_rank_steps = self.total_env_steps / max(self.trainer.world_size, 1)
-            total_itr = max(1, int(per_rank_steps // self.sampler.batch_spec.size))
-        for key in self.agent.learners():
-            params = self.agent.parameters_for(f"model/{key}")
-            optimizer = make_optimizer(self.optimizer_name, params, self.learning_rate, self.optimizer_eps)
-            config: dict[str, Any] = {"optimizer": optimizer}
-            if self.linear_lr_schedule:
-                scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_decay(total_itr))
-                config["lr_scheduler"] = {"scheduler": scheduler, "interval": "step"}
-            configs.append(config)
-        return configs
+        """One optimizer per learner, over its sub-agent's parameters."""
+        return [
+            build_optimizer(self.optimizer, self.agent.parameters_for(f"model/{key}"), self.learning_rate,
+                            self.optimizer_eps)
+            for key in self.agent.learners()
+        ]
 
-    def _optimizer_list(self) -> list[Any]:
-        optimizers = self.optimizers()
-        return optimizers if isinstance(optimizers, list) else [optimizers]
-
-    def current_ratio_clip(self) -> float:
-        """``ratio_clip`` scaled by the (common) learning-rate schedule's current factor."""
-        if not self.linear_lr_schedule:
-            return self.ratio_clip
-        return self.ratio_clip * self._optimizer_list()[0].param_groups[0]["lr"] / self.learning_rate
-
-    def end_of_rollout(self, metrics: dict[str, Any]) -> None:
-        """Step every learner's schedule, publish weights to sampler workers, log once per rollout."""
-        schedulers = self.lr_schedulers()
-        for scheduler in schedulers if isinstance(schedulers, list) else [s for s in [schedulers] if s is not None]:
-            scheduler.step()
-        self.agent.sync_shared_memory()
-        metrics["train/learning_rate"] = self._optimizer_list()[0].param_groups[0]["lr"]
-        self.log_step_metrics(metrics)
+    def update_obs_statistics(self, batch: Any, all_gather: Any) -> None:
+        """Fold each agent's observations of the rollout into its sub-agent's running statistics
+        (a shared model sees every agent's observations)."""
+        for name in self.agent.agent_names:
+            sub = self.agent.sub_agent(name)
+            if hasattr(sub, "update_obs_rms"):
+                sub.update_obs_rms(getattr(batch, name).agent_inputs.observation, all_gather)

@@ -1,25 +1,24 @@
-"""What DQN, C51, R2D1, DDPG, TD3 and SAC share: the replay, its schedule and its checkpoint.
+"""What DQN, C51, R2D1, DDPG, TD3 and SAC share, by composition: the replay and its checkpoint,
+and the target-network update.
 
-The replay is built in ``setup()`` from the sampler's sample buffer (so its dtypes and shapes
-match the env), fed by :class:`~lightning_rl.datasets.replay.ReplayDataset`, and saved in a side
-file ``<checkpoint>.replay`` next to every Lightning checkpoint (``checkpoint_replay=False`` opts
-out for huge buffers), so ``--ckpt_path last`` resumes with the same buffer, epsilon and counters.
+The replay (:class:`ReplaySetup`) is built in ``setup()`` from the sampler's sample buffer (so its
+dtypes and shapes match the env), fed by :class:`~lightning_rl.datasets.replay.ReplayDataset`, and
+saved in a side file ``<checkpoint>.replay`` next to every Lightning checkpoint
+(``checkpoint_replay=False`` opts out for huge buffers), so ``--ckpt_path last`` resumes with the
+same buffer, epsilon and counters.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from lightning_fabric.plugins import CheckpointIO, TorchCheckpointIO
 
-from lightning_rl.agents.base import BaseAgent
-from lightning_rl.algos.base import RLModule
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.datasets.replay import ReplayDataset
 from lightning_rl.replays import ReplayBuffer
-from lightning_rl.samplers.base import BaseSampler
 
 REPLAY_KEY = "lightning_rl_replay"
 
@@ -36,13 +35,15 @@ class SamplesToBuffer(NamedArrayTupleBase):
     prev_reward: Any
 
 
-class OffPolicyAlgorithm(RLModule):
-    """Base of replay-based algorithms.
+class ReplaySetup:
+    """The replay of an off-policy algorithm, composed into its module (not a base class).
+
+    DQN, C51, R2D1, DDPG, TD3 and SAC each build one from their own ``__init__`` arguments; the
+    module's :class:`~lightning_rl.algos.base.RLModule` calls :meth:`prepare_agent` before the
+    sampler starts, :meth:`build` after it, and saves/loads :attr:`replay` with checkpoints.
 
     Args:
-        agent: The acting agent (with target networks where the algorithm needs them).
-        sampler: Collects ``[T, B]`` batches; ``T * B`` env steps per iteration.
-        batch_size: Transitions per replay batch.
+        batch_size: Transitions (or sequences) per replay batch.
         replay_size: Transitions the replay holds (per rank).
         replay_ratio: Replayed per collected transitions (``batch_size * updates / (T * B)``).
         min_steps_learn: Env steps (per rank) before the first update.
@@ -56,49 +57,52 @@ class OffPolicyAlgorithm(RLModule):
         default_priority: Priority of new transitions.
         updates_per_sync: Updates between publishing weights to the sampler's agent.
         checkpoint_replay: Save the replay next to each checkpoint (``<path>.replay``).
-        total_env_steps: See :class:`RLModule` (and the remaining arguments).
+
+    Raises:
+        ValueError: Naming the first bad argument.
     """
 
     def __init__(
         self,
-        agent: BaseAgent,
-        sampler: BaseSampler,
-        batch_size: int = 32,
-        replay_size: int = 100_000,
-        replay_ratio: float = 8.0,
-        min_steps_learn: int = 5_000,
-        n_step_return: int = 1,
-        discount: float = 0.99,
-        prioritized_replay: bool = False,
-        pri_alpha: float = 0.6,
-        pri_beta_init: float = 0.4,
-        pri_beta_final: float = 1.0,
-        pri_beta_steps: int = 100_000,
-        default_priority: float = 1.0,
-        updates_per_sync: int = 1,
-        checkpoint_replay: bool = True,
-        total_env_steps: int | None = None,
-        log_interval_steps: int = 10_000,
-        seed: int | None = None,
-        checkpoint_sampler_state: bool = True,
-        torch_threads: int | None = None,
+        *,
+        batch_size: int,
+        replay_size: int,
+        replay_ratio: float,
+        min_steps_learn: int,
+        n_step_return: int,
+        discount: float,
+        prioritized_replay: bool,
+        pri_alpha: float,
+        pri_beta_init: float,
+        pri_beta_final: float,
+        pri_beta_steps: int,
+        default_priority: float,
+        updates_per_sync: int,
+        checkpoint_replay: bool,
     ) -> None:
-        super().__init__(
-            agent, sampler, total_env_steps, log_interval_steps, seed, checkpoint_sampler_state, torch_threads
-        )
         for name, value in (("batch_size", batch_size), ("replay_size", replay_size), ("n_step_return", n_step_return),
                             ("updates_per_sync", updates_per_sync)):
-            if int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        self.check_positive("replay_ratio", replay_ratio)
-        self.check_positive("min_steps_learn", min_steps_learn, allow_zero=True)
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value}")
+        if not replay_ratio > 0:
+            raise ValueError(f"replay_ratio must be > 0, got {replay_ratio}")
+        if not min_steps_learn >= 0:
+            raise ValueError(f"min_steps_learn must be >= 0, got {min_steps_learn}")
         if not 0.0 <= discount <= 1.0:
             raise ValueError(f"discount must be in [0, 1], got {discount}")
-        self.batch_size = batch_size
-        self.replay_size = replay_size
+        if prioritized_replay:
+            for name, value in (("pri_alpha", pri_alpha), ("pri_beta_init", pri_beta_init),
+                                ("pri_beta_final", pri_beta_final)):
+                if not value >= 0:
+                    raise ValueError(f"{name} must be >= 0, got {value}")
+            for name, value in (("pri_beta_steps", pri_beta_steps), ("default_priority", default_priority)):
+                if not value > 0:
+                    raise ValueError(f"{name} must be > 0, got {value}")
+        self.batch_size = int(batch_size)
+        self.replay_size = int(replay_size)
         self.replay_ratio = replay_ratio
         self.min_steps_learn = min_steps_learn
-        self.n_step_return = n_step_return
+        self.n_step_return = int(n_step_return)
         self.discount = discount
         self.prioritized_replay = prioritized_replay
         self.pri_alpha = pri_alpha
@@ -106,40 +110,25 @@ class OffPolicyAlgorithm(RLModule):
         self.pri_beta_final = pri_beta_final
         self.pri_beta_steps = pri_beta_steps
         self.default_priority = default_priority
-        self.updates_per_sync = updates_per_sync
+        self.updates_per_sync = int(updates_per_sync)
         self.checkpoint_replay = checkpoint_replay
         self.replay: ReplayBuffer | None = None
 
-    # ----- replay -----
+    def prepare_agent(self, agent: Any, batch_size: int, pretrain_uniform: bool | None = None) -> None:
+        """Tell the agent the first learning iteration (before the sampler forks its workers)."""
+        if hasattr(agent, "set_min_itr_learn"):
+            min_itr = self.min_steps_learn // batch_size
+            if pretrain_uniform is None:
+                agent.set_min_itr_learn(min_itr)
+            else:
+                agent.set_min_itr_learn(min_itr, uniform=pretrain_uniform)
 
-    def samples_to_buffer(self, samples: Any) -> Any:
-        """The part of the sampler's ``Samples`` ``[T, B]`` the replay stores."""
-        return SamplesToBuffer(
-            observation=samples.env.observation,
-            action=samples.agent.action,
-            reward=samples.env.reward,
-            done=samples.env.done,
-            timeout=samples.env.timeout,
-            prev_action=samples.agent.prev_action,
-            prev_reward=samples.env.prev_reward,
-        )
-
-    def replay_kwargs(self) -> dict[str, Any]:
-        """Extra :class:`ReplayBuffer` arguments (frame storage, sequences) of an algorithm."""
-        frame_stack = None
-        observation = self.sampler.samples.env.observation
-        if observation.dtype.name == "uint8" and observation.ndim == 5:
-            # [T, B, frames, H, W] Atari stacks: store each frame once.
-            frame_stack = int(observation.shape[2])
-        return {"frame_stack": frame_stack}
-
-    def build_replay(self) -> ReplayBuffer:
-        example = self.samples_to_buffer(self.sampler.samples)[0, 0]
-        rank = self.trainer.global_rank if self._trainer is not None else 0
-        return ReplayBuffer(
+    def build(self, example: Any, B: int, seed: int, **replay_kwargs: Any) -> ReplayBuffer:
+        """Allocate the replay for one step's ``example`` of what it stores and ``B`` envs."""
+        self.replay = ReplayBuffer(
             example,
             size=self.replay_size,
-            B=self.sampler.batch_spec.B,
+            B=B,
             discount=self.discount,
             n_step_return=self.n_step_return,
             prioritized=self.prioritized_replay,
@@ -148,49 +137,94 @@ class OffPolicyAlgorithm(RLModule):
             beta_final=self.pri_beta_final,
             beta_anneal_steps=self.pri_beta_steps if self.prioritized_replay else None,
             default_priority=self.default_priority,
-            seed=self._base_seed() * 1000 + rank,
-            **self.replay_kwargs(),
+            seed=seed,
+            **replay_kwargs,
         )
+        return self.replay
 
-    def setup(self, stage: str) -> None:
-        ready = self._sampler_ready
-        if not ready and hasattr(self.agent, "set_min_itr_learn"):
-            # Before the sampler starts (and forks) its workers, so their agent copies see it too.
-            self.agent.set_min_itr_learn(self.min_steps_learn // self.sampler.batch_spec.size)
-        super().setup(stage)
-        if ready or stage != "fit":
-            return
-        self.replay = self.build_replay()
-        if self.checkpoint_replay:
-            strategy = self.trainer.strategy
-            strategy.checkpoint_io = ReplayCheckpointIO(strategy.checkpoint_io)
-
-    def make_dataset(self) -> ReplayDataset:
+    def dataset(self, module: Any, samples_to_buffer: Callable[[Any], Any]) -> ReplayDataset:
+        """The module's :class:`~lightning_rl.datasets.replay.ReplayDataset` over this replay."""
         return ReplayDataset(
-            self.sampler,
-            self.agent,
+            module.sampler,
+            module.agent,
             self.replay,
-            self.train_state,
-            iterations_per_epoch=self.iterations_per_epoch,
+            module.train_state,
+            iterations_per_epoch=module.iterations_per_epoch,
             batch_size=self.batch_size,
             replay_ratio=self.replay_ratio,
             min_steps_learn=self.min_steps_learn,
-            samples_to_buffer=self.samples_to_buffer,
+            samples_to_buffer=samples_to_buffer,
             updates_per_sync=self.updates_per_sync,
         )
 
-    # ----- checkpoints -----
 
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        super().on_save_checkpoint(checkpoint)
-        if self.checkpoint_replay and self.replay is not None:
-            # Taken out by ReplayCheckpointIO into the side file, never into the .ckpt itself.
-            checkpoint[REPLAY_KEY] = self.replay.state_dict()
+def samples_to_buffer(samples: Any) -> SamplesToBuffer:
+    """The part of the sampler's ``Samples`` ``[T, B]`` a transition replay stores."""
+    return SamplesToBuffer(
+        observation=samples.env.observation,
+        action=samples.agent.action,
+        reward=samples.env.reward,
+        done=samples.env.done,
+        timeout=samples.env.timeout,
+        prev_action=samples.agent.prev_action,
+        prev_reward=samples.env.prev_reward,
+    )
 
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        super().on_load_checkpoint(checkpoint)
-        if REPLAY_KEY in checkpoint and self.replay is not None:
-            self.replay.load_state_dict(checkpoint[REPLAY_KEY])
+
+def frame_stack_of(observation: Any) -> int | None:
+    """Frames per observation when the sampler's observations are ``[T, B, frames, H, W]`` uint8
+    Atari stacks (the replay then stores each frame once), else None."""
+    if observation.dtype.name == "uint8" and observation.ndim == 5:
+        return int(observation.shape[2])
+    return None
+
+
+class SoftTargetUpdate:
+    """``target <- tau * online + (1 - tau) * target`` for all of an agent's target networks.
+
+    The one target-update helper of every off-policy algorithm. The pairs come from
+    ``agent.target_pairs()``; their tensor lists are cached at the first call (after the
+    Trainer placed the model), and :meth:`reset` drops them (call it when tensors may have been
+    replaced, e.g. at ``on_train_start``). One fused ``torch._foreach_lerp_`` moves all floating
+    tensors (``tau=1``: a copy); integer buffers are copied.
+    """
+
+    def __init__(self) -> None:
+        self._lists: tuple[list[torch.Tensor], ...] | None = None
+
+    def reset(self) -> None:
+        self._lists = None
+
+    def _build(self, agent: Any) -> tuple[list[torch.Tensor], ...]:
+        soft_dst, soft_src, hard_dst, hard_src = [], [], [], []
+        for target, online in agent.target_pairs():
+            t_state = dict(target.named_parameters())
+            t_state.update(target.named_buffers())
+            o_state = dict(online.named_parameters())
+            o_state.update(online.named_buffers())
+            if t_state.keys() != o_state.keys():
+                raise ValueError(f"target network does not match its online network: {sorted(t_state ^ o_state)}")
+            for name, dst in t_state.items():
+                src = o_state[name].detach()
+                if dst.is_floating_point():
+                    soft_dst.append(dst)
+                    soft_src.append(src)
+                else:
+                    hard_dst.append(dst)
+                    hard_src.append(src)
+        return soft_dst, soft_src, hard_dst, hard_src
+
+    @torch.no_grad()
+    def __call__(self, agent: Any, tau: float) -> None:
+        if self._lists is None:
+            self._lists = self._build(agent)
+        soft_dst, soft_src, hard_dst, hard_src = self._lists
+        if tau == 1.0:
+            torch._foreach_copy_(soft_dst, soft_src)
+        else:
+            torch._foreach_lerp_(soft_dst, soft_src, tau)
+        if hard_dst:
+            torch._foreach_copy_(hard_dst, hard_src)
 
 
 class ReplayCheckpointIO(CheckpointIO):

@@ -5,13 +5,13 @@ Each algorithm keeps its own loss and update loop in its own file (``a2c.py``, `
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.samplers.base import BaseSampler
-from lightning_rl.algos.base import RLModule, linear_decay, make_optimizer
+from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer
 from lightning_rl.datasets.on_policy import OnPolicyBatch, OnPolicyDataset
 
 
@@ -27,12 +27,13 @@ class OnPolicyAlgorithm(RLModule):
         value_loss_coeff: Weight of the value loss ``0.5 * (return - V)^2``.
         entropy_loss_coeff: Weight of the entropy bonus (subtracted from the loss).
         learning_rate: Initial learning rate.
-        optimizer: ``"adam"`` or ``"rmsprop"``.
-        optimizer_eps: Epsilon of the optimizer.
+        optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
+            None: Adam with ``optimizer_eps``.
+        optimizer_eps: Epsilon of the default Adam.
         clip_grad_norm: Max global gradient norm; None disables clipping.
         normalize_advantage: Standardize advantages over each rollout.
         linear_lr_schedule: Decay the learning rate linearly to zero over ``total_env_steps``
-            (a ``LambdaLR`` stepped once per rollout).
+            (set before each rollout's updates from the env steps collected so far).
         total_env_steps: Env-step budget (all ranks).
         log_interval_steps: Env steps per Lightning epoch.
         seed: Env base seed (default: ``seed_everything``'s).
@@ -44,24 +45,26 @@ class OnPolicyAlgorithm(RLModule):
         self,
         agent: BaseAgent,
         sampler: BaseSampler,
-        discount: float = 0.99,
-        gae_lambda: float = 1.0,
-        value_loss_coeff: float = 0.5,
-        entropy_loss_coeff: float = 0.01,
-        learning_rate: float = 1e-3,
-        optimizer: Literal["adam", "rmsprop"] = "adam",
-        optimizer_eps: float = 1e-5,
-        clip_grad_norm: float | None = 1.0,
-        normalize_advantage: bool = False,
-        linear_lr_schedule: bool = True,
-        total_env_steps: int | None = None,
-        log_interval_steps: int = 10_000,
-        seed: int | None = None,
-        checkpoint_sampler_state: bool = True,
-        torch_threads: int | None = None,
+        *,
+        discount: float,
+        gae_lambda: float,
+        value_loss_coeff: float,
+        entropy_loss_coeff: float,
+        learning_rate: float,
+        optimizer: OptimizerCallable | None,
+        optimizer_eps: float,
+        clip_grad_norm: float | None,
+        normalize_advantage: bool,
+        linear_lr_schedule: bool,
+        total_env_steps: int | None,
+        log_interval_steps: int,
+        seed: int | None,
+        checkpoint_sampler_state: bool,
+        torch_threads: int | None,
     ) -> None:
         super().__init__(
-            agent, sampler, total_env_steps, log_interval_steps, seed, checkpoint_sampler_state, torch_threads
+            agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
+            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads,
         )
         if not 0.0 <= discount <= 1.0:
             raise ValueError(f"discount must be in [0, 1], got {discount}")
@@ -79,12 +82,12 @@ class OnPolicyAlgorithm(RLModule):
         self.value_loss_coeff = value_loss_coeff
         self.entropy_loss_coeff = entropy_loss_coeff
         self.learning_rate = learning_rate
-        self.optimizer_name = optimizer
+        self.optimizer = optimizer
         self.optimizer_eps = optimizer_eps
         self.clip_grad_norm = clip_grad_norm
         self.normalize_advantage = normalize_advantage
         self.linear_lr_schedule = linear_lr_schedule
-        self.save_hyperparameters(ignore=["agent", "sampler"])
+        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer"])
 
     @property
     def bootstrap_value(self) -> bool:
@@ -124,26 +127,28 @@ class OnPolicyAlgorithm(RLModule):
         return dist_info, value
 
     def configure_optimizers(self) -> Any:
-        optimizer = make_optimizer(
-            self.optimizer_name, self.agent.parameters_for("model"), self.learning_rate, self.optimizer_eps
-        )
-        if not self.linear_lr_schedule:
-            return optimizer
-        per_rank_steps = self.total_env_steps / max(self.trainer.world_size, 1)
-        total_itr = max(1, int(per_rank_steps // self.sampler.batch_spec.size))
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_decay(total_itr))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return build_optimizer(self.optimizer, self.agent.parameters_for("model"), self.learning_rate, self.optimizer_eps)
 
-    def end_of_rollout(self, metrics: dict[str, Any], batch: OnPolicyBatch) -> None:
-        """After the updates on ``batch``: step the LR schedule, fold its observations into the
-        running normalization statistics (``normalize_observation``; after the updates, so the
-        rollout was sampled and trained on with the same ones), publish weights and statistics
-        to sampler workers and log once per rollout."""
-        scheduler = self.lr_schedulers()
-        if scheduler is not None:
-            scheduler.step()
+    def optimizer_list(self) -> list[Any]:
+        """``self.optimizers()`` as a list (Lightning returns a lone optimizer unwrapped)."""
+        optimizers = self.optimizers()
+        return optimizers if isinstance(optimizers, list) else [optimizers]
+
+    def start_of_rollout(self) -> None:
+        """Before the updates on a rollout: set the learning rates of the linear schedule (env steps)."""
+        self.apply_lr_schedule(self.optimizer_list(), self.linear_lr_schedule)
+
+    def end_of_rollout(self, metrics: dict[str, Any], batch: Any) -> None:
+        """After the updates on ``batch``: fold its observations into the running normalization
+        statistics (``normalize_observation``; after the updates, so the rollout was sampled and
+        trained on with the same ones), publish weights and statistics to sampler workers and log
+        once per rollout."""
         all_gather = self.all_gather if self.trainer.world_size > 1 else None
-        self.agent.update_obs_rms(batch.agent_inputs.observation, all_gather)
+        self.update_obs_statistics(batch, all_gather)
         self.agent.sync_shared_memory()
-        metrics["train/learning_rate"] = self.optimizers().param_groups[0]["lr"]
+        metrics["train/learning_rate"] = self.optimizer_list()[0].param_groups[0]["lr"]
         self.log_step_metrics(metrics)
+
+    def update_obs_statistics(self, batch: Any, all_gather: Any) -> None:
+        """Fold the rollout's observations into the agent's running statistics."""
+        self.agent.update_obs_rms(batch.agent_inputs.observation, all_gather)

@@ -5,28 +5,86 @@ Loss for a minibatch of samples with advantages ``A`` (GAE) and returns ``R``::
     r        = pi(a|s) / pi_old(a|s)
     L_pi     = -mean(min(r * A, clip(r, 1 - eps, 1 + eps) * A))
     L_value  = value_loss_coeff * 0.5 * mean((R - V(s))^2)
+               (value_clip: 0.5 * mean(max((R - V)^2, (R - V_old - clip(V - V_old, +-value_clip))^2)))
     L_ent    = -entropy_loss_coeff * mean(H(pi(.|s)))
     loss     = L_pi + L_value + L_ent
 
-Batches: the dataset yields one ``[T, B]`` rollout with advantages and returns computed once;
-``training_step`` runs ``epochs`` passes of ``minibatches`` shuffled minibatches over it (recurrent
-agents: minibatches of whole env sequences, masked after a done). ``ratio_clip`` decays linearly
-with the learning rate when ``linear_lr_schedule`` is on (rlpyt). Deviations from the paper: none
-beyond rlpyt's (whole-rollout advantage normalization, optional).
+:func:`ppo_loss` is that formula as a pure function of tensors. Batches: the dataset yields one
+``[T, B]`` rollout with advantages and returns computed once; ``training_step`` runs ``epochs``
+passes of ``minibatches`` shuffled minibatches over it (recurrent agents: minibatches of whole
+env sequences, masked after a done). With ``linear_lr_schedule`` the learning rate and
+``ratio_clip`` decay linearly in env steps (rlpyt). Deviations from the paper: none beyond
+rlpyt's (whole-rollout advantage normalization, optional).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
+from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.samplers.base import BaseSampler
-from lightning_rl.algos.base import mean_metrics
+from lightning_rl.algos.base import OptimizerCallable, mean_metrics
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
+from lightning_rl.samplers.base import BaseSampler
+
+
+def ppo_loss(
+    ratio: Tensor,
+    advantage: Tensor,
+    value: Tensor,
+    return_: Tensor,
+    entropy: Tensor | None,
+    valid: Tensor | None = None,
+    *,
+    ratio_clip: float,
+    value_loss_coeff: float,
+    entropy_loss_coeff: float,
+    old_value: Tensor | None = None,
+    value_clip: float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """PPO's clipped surrogate, value and entropy terms (see the module docstring).
+
+    Args:
+        ratio: ``pi(a|s) / pi_old(a|s)`` per sample ``[N]`` (or ``[T, B]``), with grad.
+        advantage: Advantages, same shape (no grad).
+        value: ``V(s)`` of the current network, same shape.
+        return_: Value targets, same shape.
+        entropy: Policy entropy per sample, same shape; None when ``entropy_loss_coeff`` is 0
+            and no diagnostics are wanted.
+        valid: 0/1 mask of the samples that count (None: all).
+        ratio_clip: epsilon of ``clip(r, 1 - eps, 1 + eps)``.
+        value_loss_coeff: Weight of the value loss.
+        entropy_loss_coeff: Weight of the entropy bonus (subtracted).
+        old_value: ``V_old(s)`` of the acting network; needed with ``value_clip``.
+        value_clip: Clip the value change to ``+-value_clip`` (PPO2's value clipping); None: off.
+
+    Returns:
+        The scalar loss and its named terms: ``pi_loss``, ``value_loss`` (weighted),
+        ``entropy`` (when given) and ``clip_fraction`` (share of samples outside the clip range).
+    """
+    surrogate = ratio * advantage
+    clipped = torch.clamp(ratio, 1.0 - ratio_clip, 1.0 + ratio_clip) * advantage
+    pi_loss = -valid_mean(torch.min(surrogate, clipped), valid)
+    value_error = (return_ - value) ** 2
+    if value_clip is not None:
+        if old_value is None:
+            raise ValueError("ppo_loss: value_clip needs old_value")
+        clipped_value = old_value + torch.clamp(value - old_value, -value_clip, value_clip)
+        value_error = torch.max(value_error, (return_ - clipped_value) ** 2)
+    value_loss = value_loss_coeff * 0.5 * valid_mean(value_error, valid)
+    loss = pi_loss + value_loss
+    terms = {"pi_loss": pi_loss, "value_loss": value_loss}
+    if entropy is not None:
+        mean_entropy = valid_mean(entropy, valid)
+        loss = loss - entropy_loss_coeff * mean_entropy
+        terms["entropy"] = mean_entropy
+    with torch.no_grad():
+        terms["clip_fraction"] = valid_mean(((ratio - 1.0).abs() > ratio_clip).to(ratio.dtype), valid)
+    return loss, terms
 
 
 class PPO(OnPolicyAlgorithm):
@@ -36,16 +94,36 @@ class PPO(OnPolicyAlgorithm):
         agent: Policy-gradient agent (``CategoricalPgAgent`` or ``GaussianPgAgent``, ff or lstm).
         sampler: Rollout sampler.
         ratio_clip: Clip range epsilon of the likelihood ratio.
+        value_clip: Clip the value change per update to ``+-value_clip``; None: no clipping.
         epochs: Passes over each rollout.
-        minibatches: Minibatches per pass.
-        discount: See :class:`OnPolicyAlgorithm` (and the remaining arguments).
+        minibatches: Minibatches per pass; must divide ``batch_T * batch_B`` (``batch_B`` for
+            recurrent agents).
+        discount: Discount factor gamma.
+        gae_lambda: GAE lambda; 1 gives discounted returns with a bootstrap value.
+        value_loss_coeff: Weight of the value loss ``0.5 * (return - V)^2``.
+        entropy_loss_coeff: Weight of the entropy bonus (subtracted from the loss).
+        learning_rate: Initial learning rate.
+        optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
+            None: Adam with ``optimizer_eps``.
+        optimizer_eps: Epsilon of the default Adam.
+        clip_grad_norm: Max global gradient norm; None disables clipping.
+        normalize_advantage: Standardize advantages over each rollout.
+        linear_lr_schedule: Decay the learning rate and ``ratio_clip`` linearly to zero over
+            ``total_env_steps``.
+        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
+        log_interval_steps: Env steps per Lightning epoch (per rank).
+        seed: Env base seed (default: ``seed_everything``'s).
+        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
+        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
     """
 
     def __init__(
         self,
         agent: BaseAgent,
         sampler: BaseSampler,
+        *,
         ratio_clip: float = 0.1,
+        value_clip: float | None = None,
         epochs: int = 4,
         minibatches: int = 4,
         discount: float = 0.99,
@@ -53,7 +131,7 @@ class PPO(OnPolicyAlgorithm):
         value_loss_coeff: float = 1.0,
         entropy_loss_coeff: float = 0.01,
         learning_rate: float = 1e-3,
-        optimizer: Literal["adam", "rmsprop"] = "adam",
+        optimizer: OptimizerCallable | None = None,
         optimizer_eps: float = 1e-5,
         clip_grad_norm: float | None = 1.0,
         normalize_advantage: bool = True,
@@ -65,69 +143,78 @@ class PPO(OnPolicyAlgorithm):
         torch_threads: int | None = None,
     ) -> None:
         super().__init__(
-            agent, sampler, discount, gae_lambda, value_loss_coeff, entropy_loss_coeff, learning_rate, optimizer,
-            optimizer_eps, clip_grad_norm, normalize_advantage, linear_lr_schedule, total_env_steps,
-            log_interval_steps, seed, checkpoint_sampler_state, torch_threads,
+            agent, sampler, discount=discount, gae_lambda=gae_lambda, value_loss_coeff=value_loss_coeff,
+            entropy_loss_coeff=entropy_loss_coeff, learning_rate=learning_rate, optimizer=optimizer,
+            optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, normalize_advantage=normalize_advantage,
+            linear_lr_schedule=linear_lr_schedule, total_env_steps=total_env_steps,
+            log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
+            torch_threads=torch_threads,
         )
         self.check_positive("ratio_clip", ratio_clip)
-        if epochs < 1:
-            raise ValueError(f"epochs must be >= 1, got {epochs}")
-        if minibatches < 1:
-            raise ValueError(f"minibatches must be >= 1, got {minibatches}")
+        if value_clip is not None:
+            self.check_positive("value_clip", value_clip)
+        if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
+            raise ValueError(f"epochs must be an int >= 1, got {epochs}")
+        check_minibatches(minibatches, sampler, bool(getattr(agent, "recurrent", False)))
         self.ratio_clip = ratio_clip
-        self.epochs = epochs
-        self.minibatches = minibatches
+        self.value_clip = value_clip
+        self.epochs = int(epochs)
+        self.minibatches = int(minibatches)
 
     def current_ratio_clip(self) -> float:
-        """``ratio_clip`` scaled by the learning-rate schedule's current factor."""
-        if not self.linear_lr_schedule:
-            return self.ratio_clip
-        return self.ratio_clip * self.optimizers().param_groups[0]["lr"] / self.learning_rate
+        """``ratio_clip``, scaled by the linear schedule's factor when the schedule is on."""
+        return self.ratio_clip * (self.schedule_factor() if self.linear_lr_schedule else 1.0)
 
     def training_step(self, batch: OnPolicyBatch, batch_idx: int) -> None:
+        self.start_of_rollout()
         optimizer = self.optimizers()
         ratio_clip = self.current_ratio_clip()
-        # Diagnostics (entropy when it is not in the loss, clip fraction, KL) only for rollouts
-        # whose metrics are logged: on a small MLP they cost a sixth of an update.
+        # Diagnostics (entropy when it is not in the loss, KL) only for rollouts whose metrics
+        # are logged: on a small MLP they cost a sixth of an update.
         diagnostics = self.logging_due()
-        rows: list[torch.Tensor] = []
+        rows: list[Tensor] = []
+        names: list[str] = []
         for _ in range(self.epochs):
             for minibatch in iterate_minibatches(batch, self.minibatches, self.recurrent, self.minibatch_generator):
                 terms = self.loss(minibatch, ratio_clip, diagnostics)
-                self.optimizer_step(optimizer, terms["loss"], self.clip_grad_norm)
+                self.optimize(optimizer, terms["loss"], self.clip_grad_norm)
                 if diagnostics:
                     # One op per update; averaged once per rollout.
+                    names = list(terms)
                     rows.append(torch.stack([v.detach() for v in terms.values()]))
-        self.end_of_rollout(mean_metrics(list(terms), rows), batch)
+        self.end_of_rollout(mean_metrics(names, rows), batch)
 
-    def loss(self, batch: OnPolicyBatch, ratio_clip: float, diagnostics: bool = True) -> dict[str, torch.Tensor]:
-        """PPO loss terms of a minibatch (see the module docstring).
+    def loss(self, batch: OnPolicyBatch, ratio_clip: float, diagnostics: bool = True) -> dict[str, Tensor]:
+        """The agent's forward pass on a minibatch, then :func:`ppo_loss`: ``loss`` and its terms.
 
-        With ``diagnostics=False`` only ``loss`` is returned, and the entropy is computed only if
-        ``entropy_loss_coeff`` is nonzero: the same gradients, fewer ops.
+        With ``diagnostics`` also ``entropy`` (even when not in the loss) and ``approx_kl``.
         """
         dist = self.agent.distribution
         dist_info, value = self.policy_forward(batch)
         ratio = dist.likelihood_ratio(batch.action, batch.old_dist_info, dist_info)
-        surrogate = ratio * batch.advantage
-        clipped = torch.clamp(ratio, 1.0 - ratio_clip, 1.0 + ratio_clip) * batch.advantage
-        pi_loss = -valid_mean(torch.min(surrogate, clipped), batch.valid)
-        value_loss = self.value_loss_coeff * 0.5 * valid_mean((batch.return_ - value) ** 2, batch.valid)
-        loss = pi_loss + value_loss
-        if self.entropy_loss_coeff != 0 or diagnostics:
-            entropy = dist.mean_entropy(dist_info, batch.valid)
-            if self.entropy_loss_coeff != 0:
-                loss = loss - self.entropy_loss_coeff * entropy
-        if not diagnostics:
-            return {"loss": loss}
-        with torch.no_grad():
-            clip_fraction = valid_mean(((ratio - 1.0).abs() > ratio_clip).float(), batch.valid)
-            approx_kl = valid_mean(dist.kl(batch.old_dist_info, dist_info), batch.valid)
-        return {
-            "loss": loss,
-            "pi_loss": pi_loss,
-            "value_loss": value_loss,
-            "entropy": entropy,
-            "clip_fraction": clip_fraction,
-            "approx_kl": approx_kl,
-        }
+        entropy = dist.entropy(dist_info) if (self.entropy_loss_coeff != 0 or diagnostics) else None
+        loss, terms = ppo_loss(
+            ratio, batch.advantage, value, batch.return_, entropy, batch.valid, ratio_clip=ratio_clip,
+            value_loss_coeff=self.value_loss_coeff, entropy_loss_coeff=self.entropy_loss_coeff,
+            old_value=batch.old_value, value_clip=self.value_clip,
+        )
+        if diagnostics:
+            with torch.no_grad():
+                terms["approx_kl"] = valid_mean(dist.kl(batch.old_dist_info, dist_info), batch.valid)
+        return {"loss": loss, **terms}
+
+
+def check_minibatches(minibatches: int, sampler: Any, recurrent: bool) -> None:
+    """Raise ``ValueError`` unless ``minibatches`` is an int >= 1 dividing the rollout.
+
+    A rollout has ``batch_T * batch_B`` samples (``batch_B`` whole sequences for recurrent agents).
+    """
+    if isinstance(minibatches, bool) or int(minibatches) != minibatches or minibatches < 1:
+        raise ValueError(f"minibatches must be an int >= 1, got {minibatches}")
+    spec = getattr(sampler, "batch_spec", None)
+    if spec is None:
+        return
+    n, unit = (spec.B, "batch_B (envs; recurrent agents train on whole sequences)") if recurrent else (
+        spec.T * spec.B, "batch_T * batch_B")
+    if n % minibatches:
+        raise ValueError(f"minibatches={minibatches} must divide {unit} = {n}")

@@ -1,15 +1,11 @@
-"""What DDPG, TD3 and SAC share: the module base, batch preparation, n-step targets, critic losses,
-target updates.
+"""What DDPG, TD3 and SAC share, as functions: batch preparation, n-step targets, the critic loss.
 
-Each algorithm page (``ddpg.py``, ``td3.py``, ``sac.py``) states its losses and options.
-:class:`QpgAlgorithm` holds the options and set-up all three have (target updates, reward scale,
-clipping, time-limit bootstrapping, pretraining actions); SAC keeps its own update loop, and TD3
-is DDPG with twin critics and other defaults, so it inherits DDPG's loop and losses. The other
-pieces are small and stateless (but for :class:`SoftTargetUpdate`, which caches the tensor lists
-of the target networks). The update loops avoid per-update Python overhead: a
-``[K, N]`` stack of replay batches is converted once (:func:`split_updates`), target networks
-move with one fused ``torch._foreach_lerp_`` and metrics stay tensors until the end of a
-``training_step``.
+Each algorithm page (``ddpg.py``, ``td3.py``, ``sac.py``) states its losses and options; TD3 is
+DDPG with twin critics, target smoothing (both brought by its agent) and other defaults, so it
+subclasses DDPG. Everything here is small and stateless. The update loops avoid per-update Python
+overhead: a ``[K, N]`` stack of replay batches is converted once (:func:`split_updates`), target
+networks move with one fused op (:class:`~lightning_rl.algos.off_policy.SoftTargetUpdate`) and
+metrics stay tensors until the end of a ``training_step``.
 """
 
 from __future__ import annotations
@@ -22,20 +18,14 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 import torch
 from torch import nn
 
-from lightning_rl.agents.base import AgentInputs, BaseAgent
-from lightning_rl.algos.base import make_optimizer
-from lightning_rl.algos.off_policy import OffPolicyAlgorithm
-from lightning_rl.samplers.base import BaseSampler
+from lightning_rl.agents.base import AgentInputs
 
 __all__ = [
-    "QpgAlgorithm",
     "QpgBatch",
-    "SoftTargetUpdate",
     "as_tuple",
     "check_qpg_args",
     "critic_loss",
     "frozen",
-    "make_adam",
     "min_over",
     "n_step_target",
     "split_updates",
@@ -93,9 +83,11 @@ def _unbind(x: torch.Tensor | None) -> Iterable[torch.Tensor | None]:
     return x.unbind(0) if isinstance(x, torch.Tensor) else itertools.repeat(None)
 
 
-def n_step_target(batch: QpgBatch, next_value: torch.Tensor, q_target_clip: float | None) -> torch.Tensor:
+def n_step_target(
+    return_: torch.Tensor, bootstrap: torch.Tensor, next_value: torch.Tensor, q_target_clip: float | None
+) -> torch.Tensor:
     """``y = return_ + bootstrap * next_value`` ``[N]``, clipped to ``+-q_target_clip`` (rlpyt)."""
-    y = torch.addcmul(batch.return_, batch.bootstrap, next_value)
+    y = torch.addcmul(return_, bootstrap, next_value)
     if q_target_clip is not None:
         y = y.clamp(-q_target_clip, q_target_clip)
     return y
@@ -138,57 +130,6 @@ def frozen(params: Sequence[nn.Parameter]) -> Iterator[None]:
             p.requires_grad_(True)
 
 
-class SoftTargetUpdate:
-    """``target <- tau * online + (1 - tau) * target`` for all target networks in one fused op.
-
-    Caches the tensor lists of ``agent.target_pairs()`` (built at the first call, after the
-    Trainer placed the model); :meth:`reset` drops them (call it when tensors may have been
-    replaced, e.g. at ``on_train_start``). Integer buffers are copied.
-    """
-
-    def __init__(self) -> None:
-        self._lists: tuple[list[torch.Tensor], ...] | None = None
-
-    def reset(self) -> None:
-        self._lists = None
-
-    def _build(self, agent: Any) -> tuple[list[torch.Tensor], ...]:
-        soft_dst, soft_src, hard_dst, hard_src = [], [], [], []
-        for target, online in agent.target_pairs():
-            t_state = dict(target.named_parameters())
-            t_state.update(target.named_buffers())
-            o_state = dict(online.named_parameters())
-            o_state.update(online.named_buffers())
-            if t_state.keys() != o_state.keys():
-                raise ValueError(f"target network does not match its online network: {sorted(t_state ^ o_state)}")
-            for name, dst in t_state.items():
-                src = o_state[name].detach()
-                if dst.is_floating_point():
-                    soft_dst.append(dst)
-                    soft_src.append(src)
-                else:
-                    hard_dst.append(dst)
-                    hard_src.append(src)
-        return soft_dst, soft_src, hard_dst, hard_src
-
-    @torch.no_grad()
-    def __call__(self, agent: Any, tau: float) -> None:
-        if self._lists is None:
-            self._lists = self._build(agent)
-        soft_dst, soft_src, hard_dst, hard_src = self._lists
-        if tau == 1.0:
-            torch._foreach_copy_(soft_dst, soft_src)
-        else:
-            torch._foreach_lerp_(soft_dst, soft_src, tau)
-        if hard_dst:
-            torch._foreach_copy_(hard_dst, hard_src)
-
-
-def make_adam(params: Sequence[nn.Parameter], lr: float, eps: float = 1e-8) -> torch.optim.Adam:
-    """Adam with the fused kernel on CPU and CUDA (see :func:`~lightning_rl.algos.base.make_optimizer`)."""
-    return make_optimizer("adam", params, lr, eps)
-
-
 def check_qpg_args(**values: Any) -> None:
     """Raise ``ValueError`` naming the first bad DDPG/TD3/SAC hyperparameter.
 
@@ -208,70 +149,3 @@ def check_qpg_args(**values: Any) -> None:
                 raise ValueError(f"{name} must be an int >= 1, got {value}")
         elif not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number, got {value}")
-
-
-class QpgAlgorithm(OffPolicyAlgorithm):
-    """Base of DDPG, TD3 and SAC (Q-value policy gradients): their shared options and set-up.
-
-    Subclasses list every argument in their own signature (the CLI shows their defaults) and
-    pass these by keyword; the rest go to :class:`~lightning_rl.algos.off_policy.OffPolicyAlgorithm`.
-
-    Args:
-        agent: A DDPG, TD3 or SAC agent (``set_min_itr_learn``, ``target_pairs``).
-        sampler: Collects ``[T, B]`` batches.
-        target_update_tau: Soft target update step tau in (0, 1].
-        target_update_interval: Updates between target updates.
-        reward_scale: Factor on rewards (returns) in the target.
-        clip_grad_norm: Max gradient norm of each network; None for no clipping.
-        q_target_clip: Clip targets to ``+-q_target_clip``; None for no clipping.
-        bootstrap_timelimit: Bootstrap the target after time-outs (terminations never).
-        pretrain_uniform: Act uniformly at random before ``min_steps_learn``; False: with the
-            agent's ``pretrain_std`` noise (or its usual noise when that is None).
-        **kwargs: :class:`~lightning_rl.algos.off_policy.OffPolicyAlgorithm`'s arguments.
-
-    Raises:
-        ValueError: Naming the first bad hyperparameter.
-    """
-
-    def __init__(
-        self,
-        agent: BaseAgent,
-        sampler: BaseSampler,
-        *,
-        target_update_tau: float,
-        target_update_interval: int,
-        reward_scale: float,
-        clip_grad_norm: float | None,
-        q_target_clip: float | None,
-        bootstrap_timelimit: bool,
-        pretrain_uniform: bool,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(agent, sampler, **kwargs)
-        check_qpg_args(
-            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
-            reward_scale=reward_scale, clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip,
-        )
-        self.target_update_tau = target_update_tau
-        self.target_update_interval = target_update_interval
-        self.reward_scale = reward_scale
-        self.clip_grad_norm = clip_grad_norm
-        self.q_target_clip = q_target_clip
-        self.bootstrap_timelimit = bootstrap_timelimit
-        self.pretrain_uniform = pretrain_uniform
-        self.soft_target_update = SoftTargetUpdate()
-
-    def setup(self, stage: str) -> None:
-        if not self._sampler_ready:
-            # Before the sampler forks its workers, so they pretrain too.
-            min_itr = self.min_steps_learn // self.sampler.batch_spec.size
-            self.agent.set_min_itr_learn(min_itr, uniform=self.pretrain_uniform)
-        super().setup(stage)
-
-    def on_train_start(self) -> None:
-        super().on_train_start()
-        self.soft_target_update.reset()
-
-    def split_updates(self, batch: Any) -> list[QpgBatch]:
-        """The ``K`` per-update batches of a ``[K, N]`` replay stack (see :func:`split_updates`)."""
-        return split_updates(self.agent, batch, self.reward_scale, self.bootstrap_timelimit)

@@ -39,10 +39,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import R2d1Agent
 from lightning_rl.agents.recurrent import rnn_state_from_samples
+from lightning_rl.algos.base import OptimizerCallable
 from lightning_rl.algos.dqn import PRIORITY_EPS, DQN
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.buffers import buffer_func
@@ -52,7 +54,7 @@ from lightning_rl.replays import SequenceSamplesFromReplay, compute_n_step_targe
 from lightning_rl.returns import valid_from_done
 from lightning_rl.samplers.base import BaseSampler
 
-__all__ = ["R2D1", "inv_value_rescale", "value_rescale"]
+__all__ = ["R2D1", "inv_value_rescale", "r2d1_loss", "sequence_priority", "value_rescale"]
 
 
 def value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
@@ -70,6 +72,84 @@ def inv_value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
     c = 1.0 + eps + x.abs()
     u = 2.0 * c / (1.0 + torch.sqrt(1.0 + 4.0 * eps * c))
     return torch.sign(x) * (u * u - 1.0)
+
+
+def sequence_priority(td_abs: Tensor, valid: Tensor, eta: float, delta_clip: float | None = None) -> Tensor:
+    """``eta * max + (1 - eta) * mean`` of ``|delta|`` ``[T, N]`` over the valid rows: ``[N]``."""
+    if delta_clip is not None:
+        td_abs = td_abs.clamp(max=delta_clip)
+    max_d = (td_abs * valid).max(dim=0).values
+    mean_d = valid_mean(td_abs, valid, dim=0)
+    return eta * max_d + (1.0 - eta) * mean_d
+
+
+def r2d1_loss(
+    q: Tensor,
+    target_q: Tensor,
+    action: Tensor,
+    return_: Tensor,
+    done: Tensor,
+    done_n: Tensor,
+    discount_n: Tensor,
+    n_steps: Tensor,
+    *,
+    batch_T: int,
+    double_dqn: bool,
+    value_scale_eps: float,
+    pri_eta: float,
+    delta_clip: float | None = None,
+    is_weights: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """R2D1's sequence loss after the burn-in (see the module docstring).
+
+    All ``[bT + n, N]`` tensors start at the first training row (the burn-in rows are cut off).
+
+    Args:
+        q: Online ``Q(s_t, .)`` ``[bT + n, N, A]``, with grad.
+        target_q: Target ``Q_target(s_t, .)`` ``[bT + n, N, A]``.
+        action: Actions taken ``[bT, N]`` (int).
+        return_: n-step returns ``R_t`` ``[bT + n, N]`` (rows ``t < bT`` are used).
+        done: Episode-end flags ``[bT + n, N]`` (bool): rows after the first done are not trained.
+        done_n: Terminated inside row ``t``'s n-step window ``[bT + n, N]`` (bool).
+        discount_n: Bootstrap discount ``gamma^k`` ``[bT + n, N]``.
+        n_steps: ``k``, the rows from ``t`` to its bootstrap row ``[bT + n, N]`` (0: truncated
+            step without a stored next state, not trained).
+        batch_T: Training rows ``bT``.
+        double_dqn: The online network picks the bootstrap action.
+        value_scale_eps: ``eps`` of the value rescaling ``h``.
+        pri_eta: Priority mix ``eta * max + (1 - eta) * mean`` of ``|delta|``.
+        delta_clip: Huber threshold; None: ``0.5 * delta^2``.
+        is_weights: Importance-sampling weights ``[N]``; None: ones.
+
+    Returns:
+        The scalar loss (mean over valid rows) and per-sequence terms ``[N]``: ``priority``,
+        ``q`` and ``td_abs`` (means over valid rows) and ``valid_fraction``.
+    """
+    bT, eps = batch_T, value_scale_eps
+    q_taken = q[:bT].gather(-1, action.long()[..., None]).squeeze(-1)  # [bT, N]
+    with torch.no_grad():
+        rows = torch.arange(bT, device=q.device)[:, None] + n_steps[:bT]  # bootstrap rows of q / target_q
+        rows = rows[..., None].expand(-1, -1, q.shape[-1])
+        next_target_q = target_q.gather(0, rows)
+        next_q = q.detach().gather(0, rows) if double_dqn else next_target_q
+        next_value = next_target_q.gather(-1, next_q.argmax(dim=-1, keepdim=True)).squeeze(-1)
+        bootstrap = (~done_n[:bT]).to(q.dtype) * discount_n[:bT]
+        y = value_rescale(return_[:bT] + bootstrap * inv_value_rescale(next_value, eps), eps)
+        valid = valid_from_done(done[:bT]) * (n_steps[:bT] > 0).to(q.dtype)
+    delta = y - q_taken
+    if delta_clip is None:
+        losses = 0.5 * delta.square()
+    else:
+        losses = F.huber_loss(q_taken, y, reduction="none", delta=delta_clip)
+    if is_weights is not None:
+        losses = losses * is_weights[None, :]
+    td_abs = delta.detach().abs()
+    return valid_mean(losses, valid), {
+        "priority": sequence_priority(td_abs, valid, pri_eta, delta_clip),
+        "q": valid_mean(q_taken.detach(), valid, dim=0),
+        "td_abs": valid_mean(td_abs, valid, dim=0),
+        "valid_fraction": valid.mean(dim=0),
+    }
 
 
 class SequenceSamplesToBuffer(NamedArrayTupleBase):
@@ -121,8 +201,10 @@ class R2D1(DQN):
         n_step_return: n of the n-step targets.
         double_dqn: Choose the bootstrap action with the online network.
         value_scale_eps: ``eps`` of the value rescaling ``h``.
-        learning_rate: Adam learning rate.
-        optimizer_eps: Adam epsilon.
+        learning_rate: Learning rate.
+        optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
+            None: Adam with ``optimizer_eps``.
+        optimizer_eps: Epsilon of the default Adam.
         clip_grad_norm: Max global gradient norm; None disables clipping.
         linear_lr_schedule: Decay the learning rate linearly over ``total_env_steps``.
         prioritized_replay: Prioritized sequence replay.
@@ -136,8 +218,11 @@ class R2D1(DQN):
             (prioritized replay only).
         updates_per_sync: Updates between publishing weights to the sampler's agent.
         checkpoint_replay: Save the replay next to each checkpoint (``<path>.replay``).
-        total_env_steps: See :class:`~lightning_rl.algos.base.RLModule` (and the remaining
-            arguments).
+        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
+        log_interval_steps: Env steps per Lightning epoch (per rank).
+        seed: Env base seed (default: ``seed_everything``'s).
+        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
+        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
 
     Raises:
         ValueError: On a bad hyperparameter (the message names it) or an agent of another kind.
@@ -147,6 +232,7 @@ class R2D1(DQN):
         self,
         agent: BaseAgent,
         sampler: BaseSampler,
+        *,
         discount: float = 0.997,
         batch_size: int = 64,
         batch_T: int = 80,
@@ -162,6 +248,7 @@ class R2D1(DQN):
         double_dqn: bool = True,
         value_scale_eps: float = 1e-3,
         learning_rate: float = 1e-4,
+        optimizer: OptimizerCallable | None = None,
         optimizer_eps: float = 1e-3,
         clip_grad_norm: float | None = 80.0,
         linear_lr_schedule: bool = False,
@@ -193,7 +280,7 @@ class R2D1(DQN):
             agent, sampler, discount=discount, batch_size=batch_size, min_steps_learn=min_steps_learn,
             delta_clip=delta_clip, replay_size=replay_size, replay_ratio=replay_ratio,
             target_update_tau=target_update_tau, target_update_interval=target_update_interval,
-            n_step_return=n_step_return, double_dqn=double_dqn, learning_rate=learning_rate,
+            n_step_return=n_step_return, double_dqn=double_dqn, learning_rate=learning_rate, optimizer=optimizer,
             optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, linear_lr_schedule=linear_lr_schedule,
             prioritized_replay=prioritized_replay, pri_alpha=pri_alpha, pri_beta_init=pri_beta_init,
             pri_beta_final=pri_beta_final, pri_beta_steps=pri_beta_steps, default_priority=default_priority,
@@ -224,9 +311,9 @@ class R2D1(DQN):
         return (self.warmup_T + self.batch_T + 2 * self.n_step_return) * self.sampler.batch_spec.B
 
     def setup(self, stage: str) -> None:
-        if stage == "fit" and self.min_steps_learn < self.min_steps_needed:
+        if stage == "fit" and self.replay_setup.min_steps_learn < self.min_steps_needed:
             raise ValueError(
-                f"min_steps_learn={self.min_steps_learn} is less than the {self.min_steps_needed} env steps "
+                f"min_steps_learn={self.replay_setup.min_steps_learn} is less than the {self.min_steps_needed} env steps "
                 f"(warmup_T + batch_T + 2 * n_step_return rows x batch_B) before a whole sequence is stored"
             )
         super().setup(stage)
@@ -288,17 +375,9 @@ class R2D1(DQN):
         # As in training: nothing after an env's first episode end, no truncated step.
         valid = valid_from_done(torch.from_numpy(np.asarray(env.done[: T - n]))) * (k > 0)
         has_valid = valid.sum(dim=0) > 0
-        priority = self.sequence_priority(td_abs, valid) + PRIORITY_EPS
+        priority = sequence_priority(td_abs, valid, self.pri_eta, self.delta_clip) + PRIORITY_EPS
         out[:, has_valid.numpy()] = priority[has_valid].numpy()
         return out
-
-    def sequence_priority(self, td_abs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """``eta * max + (1 - eta) * mean`` of ``|delta|`` ``[T, N]`` over the valid rows: ``[N]``."""
-        if self.delta_clip is not None:
-            td_abs = td_abs.clamp(max=self.delta_clip)
-        max_d = (td_abs * valid).max(dim=0).values
-        mean_d = valid_mean(td_abs, valid, dim=0)
-        return self.pri_eta * max_d + (1.0 - self.pri_eta) * mean_d
 
     def make_dataset(self) -> ReplayDataset:
         dataset = super().make_dataset()
@@ -308,15 +387,13 @@ class R2D1(DQN):
 
     # ----- loss -----
 
-    def loss(self, batch: SequenceSamplesFromReplay) -> dict[str, torch.Tensor]:
-        """R2D1 loss terms of one batch of ``N`` sequences ``[warmup_T + batch_T + n, N]``.
+    def loss(self, batch: SequenceSamplesFromReplay) -> dict[str, Tensor]:
+        """Burn-in, the online and target networks over the training rows, then :func:`r2d1_loss`.
 
-        Returns:
-            ``loss`` (the scalar minimized) and the detached per-sequence terms ``[N]``:
-            ``priority`` (for the replay), ``q`` and ``td_abs`` (means of ``Q(s_t, a_t)`` and
-            ``|delta_t|`` over the valid rows) and ``valid_fraction``.
+        ``batch`` holds ``N`` sequences ``[warmup_T + batch_T + n, N]``. A sequence whose episode
+        ended during the burn-in starts its training rows from a zero state.
         """
-        wT, bT, eps = self.warmup_T, self.batch_T, self.value_scale_eps
+        wT = self.warmup_T
         inputs = batch.agent_inputs
         online_state = target_state = rnn_state_from_samples(batch.init_rnn_state)
         if wT > 0:
@@ -327,31 +404,12 @@ class R2D1(DQN):
             online_state = buffer_func(online_state, lambda s: s * keep)
             target_state = buffer_func(target_state, lambda s: s * keep)
         q, _ = self.agent(*inputs[wT:], online_state)  # [bT + n, N, A]
-        target_q, _ = self.agent.target(*inputs[wT:], target_state)
-        action = batch.action[wT : wT + bT].long()
-        q_taken = q[:bT].gather(-1, action[..., None]).squeeze(-1)  # [bT, N]
-        n_steps = batch.n_steps[wT:]
         with torch.no_grad():
-            rows = torch.arange(bT, device=q.device)[:, None] + n_steps  # bootstrap rows of q / target_q
-            rows = rows[..., None].expand(-1, -1, q.shape[-1])
-            next_target_q = target_q.gather(0, rows)
-            next_q = q.detach().gather(0, rows) if self.double_dqn else next_target_q
-            next_value = next_target_q.gather(-1, next_q.argmax(dim=-1, keepdim=True)).squeeze(-1)
-            bootstrap = (~batch.done_n[wT:]).to(q.dtype) * batch.discount_n[wT:]
-            y = value_rescale(batch.return_[wT:] + bootstrap * inv_value_rescale(next_value, eps), eps)
-            valid = valid_from_done(batch.done[wT:]) * (n_steps > 0).to(q.dtype)
-        delta = y - q_taken
-        if self.delta_clip is None:
-            losses = 0.5 * delta.square()
-        else:
-            losses = F.huber_loss(q_taken, y, reduction="none", delta=self.delta_clip)
-        if self.prioritized_replay:
-            losses = losses * batch.is_weights[None, :]
-        td_abs = delta.detach().abs()
-        return {
-            "loss": valid_mean(losses, valid),
-            "priority": self.sequence_priority(td_abs, valid),
-            "q": valid_mean(q_taken.detach(), valid, dim=0),
-            "td_abs": valid_mean(td_abs, valid, dim=0),
-            "valid_fraction": valid.mean(dim=0),
-        }
+            target_q, _ = self.agent.target(*inputs[wT:], target_state)
+        loss, terms = r2d1_loss(
+            q, target_q, batch.action[wT : wT + self.batch_T], batch.return_[wT:], batch.done[wT:],
+            batch.done_n[wT:], batch.discount_n[wT:], batch.n_steps[wT:], batch_T=self.batch_T,
+            double_dqn=self.double_dqn, value_scale_eps=self.value_scale_eps, pri_eta=self.pri_eta,
+            delta_clip=self.delta_clip, is_weights=batch.is_weights if self.prioritized_replay else None,
+        )
+        return {"loss": loss, **terms}

@@ -15,7 +15,7 @@ action dim) unless ``fixed_alpha`` is given. ``d`` is 1 after a termination insi
 window; after a time-out the target bootstraps from the truncated episode's last state
 (``bootstrap_timelimit=True``) or not at all. ``y`` is clipped to ``+-q_target_clip`` if set.
 
-All three losses come from the same parameters (rlpyt's SAC steps them one after another from
+:func:`sac_loss` is the three losses as a pure function of tensors. All three come from the same parameters (rlpyt's SAC steps them one after another from
 one forward pass), so one ``manual_backward`` of ``L_q + L_pi + L_alpha`` gives each optimizer
 exactly its own gradients: the policy loss runs the critics with their weights held constant
 and ``alpha`` enters the critic and policy losses as a constant. Then the policy, critic and
@@ -39,24 +39,75 @@ import torch
 from torch import Tensor, nn
 
 from lightning_rl.agents.qpg import SacAgent
-from lightning_rl.algos.base import mean_metrics
-from lightning_rl.algos.qpg_common import (
-    QpgAlgorithm,
-    QpgBatch,
-    check_qpg_args,
-    critic_loss,
-    frozen,
-    make_adam,
-    n_step_target,
-)
+from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer, mean_metrics
+from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
+from lightning_rl.algos.qpg_common import QpgBatch, check_qpg_args, critic_loss, frozen, n_step_target, split_updates
 from lightning_rl.distributions import DistInfoStd
 from lightning_rl.samplers.base import BaseSampler
 
 METRICS = ("loss", "q_loss", "pi_loss", "alpha_loss", "alpha", "entropy", "q_mean")
 
 
-class SAC(QpgAlgorithm):
-    """SAC as a LightningModule (policy, critic and alpha Adam optimizers, all checkpointed).
+def sac_loss(
+    q1: Tensor,
+    q2: Tensor,
+    return_: Tensor,
+    bootstrap: Tensor,
+    next_target_q1: Tensor,
+    next_target_q2: Tensor,
+    next_log_pi: Tensor,
+    log_pi: Tensor,
+    q1_pi: Tensor,
+    q2_pi: Tensor,
+    log_alpha: Tensor,
+    *,
+    target_entropy: float,
+    learn_alpha: bool = True,
+    q_target_clip: float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """SAC's critic, policy and temperature losses, summed (see the module docstring).
+
+    Args:
+        q1: First critic's ``Q_1(s, a)`` at the replayed action ``[N]``, with grad.
+        q2: Second critic's ``Q_2(s, a)`` ``[N]``, with grad.
+        return_: Scaled n-step returns ``[N]``.
+        bootstrap: Bootstrap discount ``[N]`` (``gamma^k``, 0 after a termination).
+        next_target_q1: Target critic 1 at ``(s', a')``, ``a' ~ pi(.|s')`` ``[N]``.
+        next_target_q2: Target critic 2 at ``(s', a')`` ``[N]``.
+        next_log_pi: ``log pi(a'|s')`` ``[N]``.
+        log_pi: ``log pi(a~|s)`` of a reparameterized sample ``[N]``, with grad to the policy.
+        q1_pi: ``Q_1(s, a~)`` ``[N]`` (critics held constant, grad to the policy through ``a~``).
+        q2_pi: ``Q_2(s, a~)`` ``[N]``, likewise.
+        log_alpha: ``log alpha`` (scalar; a parameter when learned).
+        target_entropy: The entropy the temperature steers towards (``-A`` by default).
+        learn_alpha: Whether ``log_alpha`` is trained (otherwise ``alpha_loss`` is 0).
+        q_target_clip: Clip ``y`` to ``+-q_target_clip``; None: no clipping.
+
+    Returns:
+        ``L_q + L_pi + L_alpha`` and the terms ``q_loss``, ``pi_loss``, ``alpha_loss``,
+        ``alpha``, ``entropy`` (``-mean(log pi)``), ``q_mean`` and ``target`` (``y`` ``[N]``).
+    """
+    alpha = log_alpha.detach().exp()
+    with torch.no_grad():
+        next_value = torch.minimum(next_target_q1, next_target_q2) - alpha * next_log_pi
+        y = n_step_target(return_, bootstrap, next_value, q_target_clip)
+    q_loss = critic_loss((q1, q2), y)
+    pi_loss = torch.mean(alpha * log_pi - torch.minimum(q1_pi, q2_pi))
+    entropy = -log_pi.detach().mean()
+    alpha_loss = log_alpha * (entropy - target_entropy) if learn_alpha else torch.zeros((), device=y.device)
+    return q_loss + pi_loss + alpha_loss, {
+        "q_loss": q_loss,
+        "pi_loss": pi_loss,
+        "alpha_loss": alpha_loss,
+        "alpha": alpha,
+        "entropy": entropy,
+        "q_mean": q1.detach().mean(),
+        "target": y,
+    }
+
+
+class SAC(RLModule):
+    """SAC as a LightningModule (policy, critic and alpha optimizers, all checkpointed).
 
     Args:
         agent: A :class:`~lightning_rl.agents.SacAgent`.
@@ -73,6 +124,8 @@ class SAC(QpgAlgorithm):
         learning_rate: Policy learning rate (and the others' unless given).
         q_learning_rate: Critic learning rate; None: ``learning_rate``.
         alpha_learning_rate: Entropy temperature learning rate; None: ``learning_rate``.
+        optimizer: Any torch optimizer for the three (``class_path``/``init_args``; it gets each
+            one's learning rate); None: Adam.
         fixed_alpha: A constant temperature alpha; None learns it.
         initial_alpha: Starting alpha when learned.
         target_entropy: Entropy target of the learned alpha; ``'auto'`` is ``-A``.
@@ -84,7 +137,11 @@ class SAC(QpgAlgorithm):
             agent's ``pretrain_std`` (rlpyt: 0.75) or its policy when that is None.
         updates_per_sync: Updates between publishing weights to the sampler.
         checkpoint_replay: Save the replay next to each checkpoint.
-        total_env_steps: See :class:`~lightning_rl.algos.base.RLModule` (and the rest).
+        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
+        log_interval_steps: Env steps per Lightning epoch (per rank).
+        seed: Env base seed (default: ``seed_everything``'s).
+        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
+        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
 
     Raises:
         ValueError: Naming a bad hyperparameter, or if ``agent`` is not a ``SacAgent``.
@@ -94,6 +151,7 @@ class SAC(QpgAlgorithm):
         self,
         agent: SacAgent,
         sampler: BaseSampler,
+        *,
         batch_size: int = 256,
         replay_size: int = 1_000_000,
         replay_ratio: float = 256.0,
@@ -105,6 +163,7 @@ class SAC(QpgAlgorithm):
         learning_rate: float = 3e-4,
         q_learning_rate: float | None = None,
         alpha_learning_rate: float | None = None,
+        optimizer: OptimizerCallable | None = None,
         fixed_alpha: float | None = None,
         initial_alpha: float = 1.0,
         target_entropy: float | Literal["auto"] = "auto",
@@ -124,25 +183,35 @@ class SAC(QpgAlgorithm):
         if not isinstance(agent, SacAgent):
             raise ValueError(f"SAC needs a SacAgent, got agent={agent!r}")
         super().__init__(
-            agent, sampler, target_update_tau=target_update_tau, target_update_interval=target_update_interval,
-            reward_scale=reward_scale, clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip,
-            bootstrap_timelimit=bootstrap_timelimit, pretrain_uniform=pretrain_uniform, batch_size=batch_size,
-            replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
-            n_step_return=n_step_return, discount=discount, updates_per_sync=updates_per_sync,
-            checkpoint_replay=checkpoint_replay, total_env_steps=total_env_steps,
-            log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
-            torch_threads=torch_threads,
+            agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
+            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads,
+        )
+        self.replay_setup = ReplaySetup(
+            batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
+            n_step_return=n_step_return, discount=discount, prioritized_replay=False, pri_alpha=0.6,
+            pri_beta_init=0.4, pri_beta_final=1.0, pri_beta_steps=1, default_priority=1.0,
+            updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay,
         )
         check_qpg_args(
+            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
+            reward_scale=reward_scale, clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip,
             learning_rate=learning_rate, q_learning_rate=q_learning_rate, alpha_learning_rate=alpha_learning_rate,
             fixed_alpha=fixed_alpha, initial_alpha=initial_alpha,
         )
         numeric = isinstance(target_entropy, (int, float)) and math.isfinite(target_entropy)
         if target_entropy != "auto" and not numeric:
             raise ValueError(f"target_entropy must be 'auto' or a finite number, got {target_entropy!r}")
+        self.target_update_tau = target_update_tau
+        self.target_update_interval = target_update_interval
+        self.reward_scale = reward_scale
+        self.clip_grad_norm = clip_grad_norm
+        self.q_target_clip = q_target_clip
+        self.bootstrap_timelimit = bootstrap_timelimit
+        self.pretrain_uniform = pretrain_uniform
         self.learning_rate = learning_rate
         self.q_learning_rate = learning_rate if q_learning_rate is None else q_learning_rate
         self.alpha_learning_rate = learning_rate if alpha_learning_rate is None else alpha_learning_rate
+        self.optimizer = optimizer
         self.fixed_alpha = fixed_alpha
         self.target_entropy = target_entropy
         log_alpha = torch.tensor(math.log(initial_alpha if fixed_alpha is None else fixed_alpha))
@@ -150,11 +219,13 @@ class SAC(QpgAlgorithm):
             self.log_alpha = nn.Parameter(log_alpha)
         else:
             self.register_buffer("log_alpha", log_alpha)
+        self.soft_target_update = SoftTargetUpdate()
         self._critic_parameters: list[nn.Parameter] | None = None
-        self.save_hyperparameters(ignore=["agent", "sampler"])
+        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer"])
 
     def on_train_start(self) -> None:
         super().on_train_start()
+        self.soft_target_update.reset()
         self._critic_parameters = None
 
     @property
@@ -179,7 +250,7 @@ class SAC(QpgAlgorithm):
         clips = [self.clip_grad_norm, self.clip_grad_norm, None][: len(optimizers)]
         rows: list[Tensor] = []
         with self.profiler.profile("learner/update"):
-            for mb in self.split_updates(batch):
+            for mb in split_updates(self.agent, batch, self.reward_scale, self.bootstrap_timelimit):
                 terms = self.loss(mb)
                 self.update_step(optimizers, terms["loss"], clips)
                 self.train_state.updates += 1
@@ -189,40 +260,23 @@ class SAC(QpgAlgorithm):
         self.log_step_metrics(mean_metrics(METRICS, rows))
 
     def loss(self, batch: QpgBatch) -> dict[str, Tensor]:
-        """SAC loss terms of one replay batch; ``loss`` is ``L_q + L_pi + L_alpha`` (see the module docstring)."""
+        """The networks' forward passes for one replay batch, then :func:`sac_loss`: ``loss`` (the
+        sum of the three) and its terms."""
         agent = self.agent
-        alpha = self.log_alpha.detach().exp()
-        y = self.q_target(batch, alpha)
+        with torch.no_grad():
+            next_action, next_log_pi = self.policy_sample(batch.next_inputs)
+            next_q1 = agent.target_q1_model(*batch.next_inputs, next_action)
+            next_q2 = agent.target_q2_model(*batch.next_inputs, next_action)
         q1, q2 = agent.q1_model(*batch.inputs, batch.action), agent.q2_model(*batch.inputs, batch.action)
-        q_loss = critic_loss((q1, q2), y)
         action, log_pi = self.policy_sample(batch.inputs)
         with frozen(self.critic_parameters):
-            q_pi = torch.minimum(agent.q1_model(*batch.inputs, action), agent.q2_model(*batch.inputs, action))
-        pi_loss = torch.mean(alpha * log_pi - q_pi)
-        entropy = -log_pi.detach().mean()
-        if self.fixed_alpha is None:
-            alpha_loss = self.log_alpha * (entropy - self.entropy_target)
-        else:
-            alpha_loss = torch.zeros((), device=y.device)
-        return {
-            "loss": q_loss + pi_loss + alpha_loss,
-            "q_loss": q_loss,
-            "pi_loss": pi_loss,
-            "alpha_loss": alpha_loss,
-            "alpha": alpha,
-            "entropy": entropy,
-            "q_mean": q1.detach().mean(),
-        }
-
-    @torch.no_grad()
-    def q_target(self, batch: QpgBatch, alpha: Tensor) -> Tensor:
-        """``y`` ``[N]``: the soft n-step target from the target critics at a fresh policy sample."""
-        next_action, next_log_pi = self.policy_sample(batch.next_inputs)
-        next_q = torch.minimum(
-            self.agent.target_q1_model(*batch.next_inputs, next_action),
-            self.agent.target_q2_model(*batch.next_inputs, next_action),
+            q1_pi, q2_pi = agent.q1_model(*batch.inputs, action), agent.q2_model(*batch.inputs, action)
+        loss, terms = sac_loss(
+            q1, q2, batch.return_, batch.bootstrap, next_q1, next_q2, next_log_pi, log_pi, q1_pi, q2_pi,
+            self.log_alpha, target_entropy=self.entropy_target, learn_alpha=self.fixed_alpha is None,
+            q_target_clip=self.q_target_clip,
         )
-        return n_step_target(batch, next_q - alpha * next_log_pi, self.q_target_clip)
+        return {"loss": loss, **terms}
 
     def policy_sample(self, inputs: Any) -> tuple[Tensor, Tensor]:
         """Reparameterized squashed action ``[N, A]`` (network scale) and its ``log pi`` ``[N]``."""
@@ -231,9 +285,9 @@ class SAC(QpgAlgorithm):
 
     def configure_optimizers(self) -> Any:
         optimizers = [
-            make_adam(self.agent.parameters_for("model"), self.learning_rate),
-            make_adam(self.agent.parameters_for("q"), self.q_learning_rate),
+            build_optimizer(self.optimizer, self.agent.parameters_for("model"), self.learning_rate),
+            build_optimizer(self.optimizer, self.agent.parameters_for("q"), self.q_learning_rate),
         ]
         if self.fixed_alpha is None:
-            optimizers.append(make_adam([self.log_alpha], self.alpha_learning_rate))
+            optimizers.append(build_optimizer(self.optimizer, [self.log_alpha], self.alpha_learning_rate))
         return optimizers

@@ -36,14 +36,14 @@ def test_timeouts_bootstrap_and_terminations_do_not(bootstrap_timelimit):
     module = pendulum_ddpg(reward_scale=2.0, bootstrap_timelimit=bootstrap_timelimit)
     module.agent.initialize(make_env("Pendulum-v1").spaces)
     (mb,) = split_updates(module.agent, end_of_episode_batch(), module.reward_scale, module.bootstrap_timelimit)
-    y = module.q_target(mb)
+    y = module.q_loss(mb)["target"]
     next_q = module.agent.target_q_at_mu(*mb.next_inputs)  # Q'(s', mu'(s')), deterministic
     assert float(y[0]) == pytest.approx(2.0 + 0.9 * float(next_q[0]), rel=1e-6)
     assert float(y[1]) == pytest.approx(2.0 + 0.9 * float(next_q[1]) if bootstrap_timelimit else 2.0, rel=1e-6)
     assert float(y[2]) == 2.0
     # Clipped targets (rlpyt's q_target_clip).
     module.q_target_clip = 1.5
-    assert float(module.q_target(mb).max()) <= 1.5
+    assert float(module.q_loss(mb)["target"].max()) <= 1.5
 
 
 def test_critic_and_policy_losses_train_only_their_network():

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import pytorch_lightning as pl
 import torch
 
 from lightning_rl.agents import SacAgent, Td3Agent
 from lightning_rl.algos import PPO, SAC, TD3
-from lightning_rl.algos.base import clip_grad_norm_, make_optimizer
+from lightning_rl.algos.base import build_optimizer, clip_grad_norm_
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import cartpole_ppo, make_trainer, params_vector
 
@@ -98,13 +100,16 @@ def test_ppo_loss_without_diagnostics_gives_the_same_gradients():
         terms["loss"].backward()
         grads[diagnostics] = torch.cat([p.grad.flatten() for p in module.agent.parameters() if p.grad is not None])
         assert set(terms) == ({"loss", "pi_loss", "value_loss", "entropy", "clip_fraction", "approx_kl"}
-                              if diagnostics else {"loss"})
+                              if diagnostics else {"loss", "pi_loss", "value_loss", "clip_fraction"})
     assert torch.equal(grads[True], grads[False])
 
 
-def test_fused_adam_on_cpu_and_a_clear_error_for_unknown_optimizers():
+def test_default_optimizer_is_fused_adam_and_any_torch_optimizer_plugs_in():
     params = [torch.nn.Parameter(torch.zeros(3))]
-    assert make_optimizer("adam", params, 1e-3, 1e-5).defaults["fused"] is True
-    assert not make_optimizer("adam", params, 1e-3, 1e-5, fused=False).defaults["fused"]
-    with pytest.raises(ValueError, match="optimizer must be 'adam' or 'rmsprop', got 'sgd'"):
-        make_optimizer("sgd", params, 1e-3, 1e-5)
+    adam = build_optimizer(None, params, 1e-3, 1e-5)
+    assert isinstance(adam, torch.optim.Adam) and adam.defaults["fused"] is True
+    assert adam.defaults["eps"] == 1e-5 and adam.defaults["lr"] == 1e-3
+    sgd = build_optimizer(functools.partial(torch.optim.SGD, momentum=0.5), params, 0.1)
+    assert isinstance(sgd, torch.optim.SGD) and sgd.defaults["lr"] == 0.1 and sgd.defaults["momentum"] == 0.5
+    with pytest.raises(ValueError, match="no parameters to optimize"):
+        build_optimizer(None, [], 1e-3)

@@ -95,9 +95,9 @@ def test_td_target_by_hand():
     batch = tiny_batch()
     # Target Q(s_n) = (1, 3), (7, 7), (2, -1); online Q(s_n) = (5, 2), (7, 7), (0, 4).
     # DQN: max of the target net -> 0.5 + 0.9 * 3, 1 (terminated), 0.25 + 0.81 * 2.
-    torch.testing.assert_close(linear_dqn().td_target(batch), torch.tensor([3.2, 1.0, 1.87]))
+    torch.testing.assert_close(linear_dqn().loss(batch)["target"], torch.tensor([3.2, 1.0, 1.87]))
     # Double DQN: the online net picks (0, -, 1), the target net values them: 1 and -1.
-    torch.testing.assert_close(linear_dqn(double_dqn=True).td_target(batch), torch.tensor([1.4, 1.0, -0.56]))
+    torch.testing.assert_close(linear_dqn(double_dqn=True).loss(batch)["target"], torch.tensor([1.4, 1.0, -0.56]))
 
 
 @pytest.mark.parametrize(

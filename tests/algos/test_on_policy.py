@@ -173,11 +173,13 @@ def test_categorical_agent_on_continuous_actions_fails_clearly():
         make_trainer().fit(module)
 
 
-def test_minibatches_must_divide_the_batch():
-    pl.seed_everything(0)
-    module = cartpole_ppo(total_env_steps=256, minibatches=3, epochs=1)
-    with pytest.raises(ValueError, match="minibatches=3"):
-        make_trainer().fit(module)
+def test_minibatches_must_divide_the_batch_at_construction():
+    # Checked when the module is built (before any env or worker exists), naming both numbers.
+    with pytest.raises(ValueError, match=r"minibatches=3 must divide batch_T \* batch_B = "):
+        cartpole_ppo(total_env_steps=256, minibatches=3, epochs=1)
+    with pytest.raises(ValueError, match=r"minibatches=3 must divide batch_B .* = 2"):
+        PPO(CategoricalPgAgent(hidden_sizes=[16], lstm_size=16),
+            SerialSampler(env_id="CartPole-v1", batch_T=8, batch_B=2), minibatches=3, linear_lr_schedule=False)
 
 
 def test_recurrent_agent_needs_wait_reset_collection():
@@ -185,6 +187,7 @@ def test_recurrent_agent_needs_wait_reset_collection():
         CategoricalPgAgent(hidden_sizes=[16], lstm_size=16),
         SerialSampler(env_id="CartPole-v1", batch_T=8, batch_B=2, collector="reset"),
         total_env_steps=64,
+        minibatches=2,
     )
     with pytest.raises(ValueError, match="wait_reset"):
         make_trainer().fit(module)

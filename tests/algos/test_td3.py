@@ -48,7 +48,7 @@ def test_target_takes_the_smaller_target_critic_and_respects_episode_ends(bootst
         constant_output(module.agent.target_q_model, first)
         constant_output(module.agent.target_q2_model, second)
         low = min(first, second)
-        y = module.q_target(mb)
+        y = module.q_loss(mb)["target"]
         torch.testing.assert_close(y, torch.tensor([1 + 0.9 * low, 1 + 0.9 * low if bootstrap_timelimit else 1, 1]))
 
 
@@ -58,11 +58,11 @@ def test_target_policy_smoothing_perturbs_the_target_action():
     module.agent.initialize(make_env("Pendulum-v1").spaces)
     (mb,) = split_updates(module.agent, end_of_episode_batch(), 1.0, True)
     # Rows 0 and 1 share s' (the same mu'(s')), so their targets differ only by the noise.
-    targets = torch.stack([module.q_target(mb) for _ in range(50)])
+    targets = torch.stack([module.q_loss(mb)["target"] for _ in range(50)])
     assert float((targets[:, 0] - targets[:, 1]).abs().max()) > 0
     # Without noise (std tiny) the two rows agree.
     module.agent.target_distribution.set_std(1e-8)
-    y = module.q_target(mb)
+    y = module.q_loss(mb)["target"]
     assert float(y[0]) == pytest.approx(float(y[1]), abs=1e-5)
 
 
