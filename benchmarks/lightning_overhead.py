@@ -23,7 +23,7 @@ from torch.utils.data import IterableDataset
 
 from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.algos import PPO
-from lightning_rl.algos.base import clip_grad_norm_, make_optimizer
+from lightning_rl.algos.base import build_optimizer, clip_grad_norm_
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
 from lightning_rl.samplers import SerialSampler
 
@@ -99,7 +99,7 @@ def time_plain(steps: int) -> np.ndarray:
     # The module's optimizer (fused Adam) and gradient clip; the loss without the logged
     # diagnostics, which the module computes only on the rollouts it logs.
     params = list(agent.parameters_for("model"))
-    optimizer = make_optimizer("adam", params, module.learning_rate, module.optimizer_eps)
+    optimizer = build_optimizer(None, params, module.learning_rate, module.optimizer_eps)
     generator = module.minibatch_generator
     marks = []
     for _ in range(steps):

@@ -132,4 +132,4 @@ def main(args: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Iterator, Literal, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -107,7 +108,7 @@ def _agent_info_paths(agent_info: Any, prefix: str) -> Iterator[tuple[str, Any]]
     """``(path, value)`` per ``agent_info`` field: RNN state under ``hidden_state``, the rest under ``artifacts``."""
     if agent_info is None:
         return
-    for field, value in zip(agent_info._fields, tuple.__iter__(agent_info)):
+    for field, value in zip(agent_info._fields, tuple.__iter__(agent_info), strict=True):
         path = join_keys(prefix, "hidden_state") if field == _RNN_FIELD else join_keys(prefix, f"artifacts/{field}")
         yield path, value
 
@@ -447,7 +448,9 @@ class Explorer:
         if not self.render:
             yield
             return
-        envs = self.sampler.train_collector.envs
+        sampler = self.sampler
+        assert isinstance(sampler, SerialSampler)  # render=True requires one (checked in __init__)
+        envs = sampler.train_collector.envs
         original = envs[0]
         envs[0] = _RenderingEnv(original, self.frames, self.render_delay)
         try:

@@ -70,6 +70,7 @@ def play_episodes(
                 break
         results.append({"return": total, "length": float(length)})
         if frames:
+            assert video_folder is not None  # frames are kept only for a video
             _save_frames(frames, video_folder, episode)
             frames = []
     env.close()
@@ -94,7 +95,9 @@ def _make_recording_env(env_id: Any, env_kwargs: dict[str, Any], video_folder: s
 
     def build(**kwargs: Any) -> Any:
         inner = gym.make(env_id, render_mode="rgb_array", **kwargs) if isinstance(env_id, str) else env_id(**kwargs)
-        return GymEnvWrapper(gym.wrappers.RecordVideo(inner, video_folder, episode_trigger=lambda e: True, disable_logger=True))
+        return GymEnvWrapper(
+            gym.wrappers.RecordVideo(inner, video_folder, episode_trigger=lambda e: True, disable_logger=True)
+        )
 
     return build(**env_kwargs)
 

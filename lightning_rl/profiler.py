@@ -200,7 +200,8 @@ class SectionProfiler(Profiler):
             )
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
-            cells = [row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(row[1:], widths[1:])]
+            cells = [row[0].ljust(widths[0])]
+            cells += [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
             lines.append("  ".join(cells))
         lines.append(self._split_line(wall))
         return os.linesep.join(lines) + os.linesep

@@ -251,6 +251,7 @@ def discount_return_n_step(
         raise ValueError(f"discount_return_n_step: n_step must be a positive integer, got {n_step!r}")
     n_step = int(n_step)
     # done_n keeps done's dtype, in reward's kind (numpy or torch).
+    done_dtype: torch.dtype | np.dtype
     if _is_torch(reward):
         done_dtype = torch.as_tensor(done).dtype
     else:
@@ -293,10 +294,10 @@ def valid_from_done(done: Array) -> Array:
         valid = torch.ones_like(done_f)
         valid[1:] = 1 - torch.clamp(torch.cumsum(done_f[:-1], dim=0), max=1)
         return valid
-    done_f = np.asarray(done, dtype=np.float32)
-    valid = np.ones_like(done_f)
-    valid[1:] = 1 - np.minimum(np.cumsum(done_f[:-1], axis=0), 1)
-    return valid
+    done_np = np.asarray(done, dtype=np.float32)
+    valid_np = np.ones_like(done_np)
+    valid_np[1:] = 1 - np.minimum(np.cumsum(done_np[:-1], axis=0), 1)
+    return valid_np
 
 
 def _discount_core(
@@ -323,6 +324,7 @@ def _discount_core(
             bootstrap = bootstrap + extra[t]
         next_return = reward[t] + discount * bootstrap
         if timeout is not None and extra is None:
+            assert value is not None  # discount_return_tl requires value when timeout_value is None
             next_return = next_return * (1 - timeout[t]) + value[t] * timeout[t]
         return_[t] = next_return
     return return_
@@ -357,6 +359,7 @@ def _gae_core(
         delta = reward[t] + discount * bootstrap - value[t]
         next_advantage = delta + discount * gae_lambda * not_done[t] * next_advantage
         if zero_at_timeout:
+            assert timeout is not None
             next_advantage = next_advantage * (1 - timeout[t])
         advantage[t] = next_advantage
         next_value = value[t]
@@ -394,7 +397,7 @@ def _prepare(
         if name == "bootstrap_value":
             expected = tuple(reward.shape[1:])
             aligned = expected[len(expected) - len(shape) :] if shape else ()
-            if len(shape) > len(expected) or any(n not in (1, e) for n, e in zip(shape, aligned)):
+            if len(shape) > len(expected) or any(n not in (1, e) for n, e in zip(shape, aligned, strict=True)):
                 raise ValueError(f"bootstrap_value of shape {shape} must broadcast to {expected}")
         elif shape != tuple(reward.shape):
             raise ValueError(f"{name} of shape {shape} must match reward's shape {tuple(reward.shape)}")

@@ -62,6 +62,9 @@ class BaseAgent(nn.Module):
     :meth:`trainable_modules`; :meth:`parameters_for` gives an optimizer their parameters.
     """
 
+    # Set with ``object.__setattr__`` so that it is no registered submodule (see the class docstring).
+    shared_model: nn.Module | None
+
     def __init__(self) -> None:
         super().__init__()
         self.model: nn.Module | None = None
@@ -123,6 +126,7 @@ class BaseAgent(nn.Module):
         The base agent has one group, ``"model"``; agents with critics add groups such as
         ``"q"``. Algorithms build one optimizer (or parameter group) per name.
         """
+        assert self.model is not None
         return {"model": [self.model]}
 
     def parameters_for(self, *groups: str) -> list[nn.Parameter]:
@@ -192,12 +196,14 @@ class BaseAgent(nn.Module):
     def sync_shared_memory(self) -> None:
         """Copy trained weights into the shared CPU model (no-op when they are the same object)."""
         if self.shared_model is not None and self.shared_model is not self.model:
+            assert self.model is not None
             self.shared_model.load_state_dict(_strip_prefix(self.model.state_dict()))
 
     # ----- acting -----
 
     def forward(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Training forward pass over ``[T, B]`` or ``[B]`` inputs; returns what the loss needs."""
+        assert self.model is not None
         return self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
 
     @torch.no_grad()
@@ -216,7 +222,9 @@ class BaseAgent(nn.Module):
         (uint8 frames, long actions) keep their dtype.
         """
         device = self.device
-        return AgentInputs(_input_to(observation, device), _input_to(prev_action, device), _input_to(prev_reward, device))
+        return AgentInputs(
+            _input_to(observation, device), _input_to(prev_action, device), _input_to(prev_reward, device)
+        )
 
     def reset(self) -> None:
         """Called before sampling starts and when all envs reset (recurrent state, noise)."""

@@ -19,7 +19,7 @@ one (rlpyt's ``alternating`` flag).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -32,7 +32,16 @@ def log_spaced_epsilons(eps_final_min: float, eps_final: float, global_B: int) -
     return np.logspace(math.log10(eps_final_min), math.log10(eps_final), global_B)
 
 
-class EpsilonGreedyAgentMixin:
+if TYPE_CHECKING:
+    from lightning_rl.agents.base import BaseAgent
+
+    # A mixin of agents: type checkers see the agent it is mixed into (``super()`` calls go there).
+    _AgentBase = BaseAgent
+else:
+    _AgentBase = object
+
+
+class EpsilonGreedyAgentMixin(_AgentBase):
     """Epsilon annealing, evaluation epsilon and per-env vector epsilon for epsilon-greedy agents.
 
     Use as ``class MyAgent(EpsilonGreedyAgentMixin, BaseAgent)``, with a distribution that has

@@ -12,7 +12,8 @@ recurrent sub-agent's ``prev_rnn_state``) and ``bootstrap_value.<name>``: the
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable, ItemsView, ValuesView
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -27,6 +28,17 @@ __all__ = ["SHARED_AGENT_KEY", "MultiAgent"]
 
 #: Key of the one sub-agent in ``MultiAgent.agents`` when parameters are shared.
 SHARED_AGENT_KEY = "shared"
+
+if TYPE_CHECKING:
+
+    class _SubAgents(nn.ModuleDict):
+        """What type checkers see of ``MultiAgent.agents``: a ``ModuleDict`` holding only agents."""
+
+        def __getitem__(self, key: str) -> BaseAgent: ...
+
+        def values(self) -> ValuesView[BaseAgent]: ...
+
+        def items(self) -> ItemsView[str, BaseAgent]: ...
 
 
 class MultiAgent(BaseAgent):
@@ -64,6 +76,12 @@ class MultiAgent(BaseAgent):
         ('agent_0', 'agent_1')
     """
 
+    # Set with ``object.__setattr__``, so that they stay out of the module tree.
+    _given: BaseAgent | dict[str, BaseAgent]
+    _action_schema: NamedArrayTupleSchema | None
+    _info_schema: NamedArrayTupleSchema | None
+    _value_schema: NamedArrayTupleSchema | None
+
     def __init__(self, agents: BaseAgent | dict[str, BaseAgent], share_parameters: bool = False) -> None:
         super().__init__()
         if isinstance(agents, dict):
@@ -85,7 +103,7 @@ class MultiAgent(BaseAgent):
         elif not isinstance(agents, BaseAgent):
             raise ValueError(f"MultiAgent: agents must be a BaseAgent or a dict of them, got {type(agents).__name__}")
         self.share_parameters = bool(share_parameters)
-        self.agents = nn.ModuleDict()
+        self.agents = cast("_SubAgents", nn.ModuleDict())
         self.agent_names: tuple[str, ...] = ()
         self.per_agent_observation = False
         # The template stays out of the module tree: only its copies hold parameters.
@@ -236,6 +254,7 @@ class MultiAgent(BaseAgent):
         for sub in self.agents.values():
             sub.eval_deterministic = self.eval_deterministic
         steps = self._per_agent(lambda sub, *inputs: sub.step(*inputs), observation, prev_action, prev_reward)
+        assert self._action_schema is not None and self._info_schema is not None
         return AgentStep(
             self._action_schema(*(s.action for s in steps)), self._info_schema(*(s.agent_info for s in steps))
         )
@@ -244,6 +263,7 @@ class MultiAgent(BaseAgent):
     def value(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Each agent's state values ``[B]`` (CPU), as a namedarraytuple ``AgentValues`` by name."""
         values = self._per_agent(lambda sub, *inputs: sub.value(*inputs), observation, prev_action, prev_reward)
+        assert self._value_schema is not None
         return self._value_schema(*values)
 
     def _per_agent(self, call: Callable[..., Any], observation: Any, prev_action: Any, prev_reward: Any) -> list[Any]:

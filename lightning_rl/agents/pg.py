@@ -87,8 +87,11 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
         """True for LSTM agents."""
         return self.lstm_size is not None
 
-    def make_dist_info(self, *dist_params: torch.Tensor) -> Any:
-        """Wrap the model's distribution outputs in a ``dist_info`` namedarraytuple."""
+    def make_dist_info(self, *dist_params: Any, **kwargs: Any) -> Any:
+        """Wrap the model's distribution outputs in a ``dist_info`` namedarraytuple.
+
+        Subclasses name the parameters (``prob``; ``mean, log_std``), in the model's output order.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement make_dist_info")
 
     def mode_action(self, dist_info: Any) -> torch.Tensor:
@@ -115,6 +118,7 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
             ValueError: If a feed-forward agent gets an ``init_rnn_state``.
         """
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        assert self.model is not None
         if not self.recurrent:
             if init_rnn_state is not None:
                 raise ValueError(
@@ -139,6 +143,8 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
             or ``[B, A]``; ``AgentInfo`` or ``AgentInfoRnn`` (see the module docstring).
         """
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        assert self.model is not None
+        agent_info: AgentInfo | AgentInfoRnn
         if not self.recurrent:
             *dist_params, value = self.model(*inputs)
             dist_info = self.make_dist_info(*dist_params)
@@ -164,6 +170,7 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
         LSTM agents start from their current state and do not advance it.
         """
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        assert self.model is not None
         if not self.recurrent:
             value = self.model(*inputs)[-1]
         else:
@@ -181,8 +188,9 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
             all_gather: Under DDP, ``LightningModule.all_gather``: every rank merges all ranks'
                 observations and the statistics stay identical (a collective).
         """
-        if self.model is not None and hasattr(self.model, "update_obs_rms"):
-            self.model.update_obs_rms(buffer_to(observation, self.device), all_gather)
+        update_obs_rms = getattr(self.model, "update_obs_rms", None) if self.model is not None else None
+        if update_obs_rms is not None:
+            update_obs_rms(buffer_to(observation, self.device), all_gather)
 
 
 class CategoricalPgAgent(PgAgentBase):
@@ -227,13 +235,14 @@ class CategoricalPgAgent(PgAgentBase):
 
     def make_model(self, env_spaces: Any) -> nn.Module:
         kwargs = self.make_env_to_model_kwargs(env_spaces)
+        lstm_size = self.lstm_size  # not None exactly when the agent is recurrent
         if "image_shape" in kwargs:
-            if self.recurrent:
-                return AtariLstmModel(**kwargs, lstm_size=self.lstm_size)
+            if lstm_size is not None:
+                return AtariLstmModel(**kwargs, lstm_size=lstm_size)
             return AtariFfModel(**kwargs)
-        common = dict(hidden_sizes=self.hidden_sizes, normalize_observation=self.normalize_observation)
-        if self.recurrent:
-            return CategoricalPgLstmModel(**kwargs, lstm_size=self.lstm_size, **common)
+        common: dict[str, Any] = dict(hidden_sizes=self.hidden_sizes, normalize_observation=self.normalize_observation)
+        if lstm_size is not None:
+            return CategoricalPgLstmModel(**kwargs, lstm_size=lstm_size, **common)
         return CategoricalPgMlpModel(**kwargs, **common)
 
     def make_distribution(self, env_spaces: Any) -> Categorical:
@@ -286,13 +295,14 @@ class GaussianPgAgent(PgAgentBase):
 
     def make_model(self, env_spaces: Any) -> nn.Module:
         kwargs = self.make_env_to_model_kwargs(env_spaces)
-        common = dict(
+        common: dict[str, Any] = dict(
             hidden_sizes=self.hidden_sizes,
             init_log_std=self.init_log_std,
             normalize_observation=self.normalize_observation,
         )
-        if self.recurrent:
-            return GaussianPgLstmModel(**kwargs, lstm_size=self.lstm_size, **common)
+        lstm_size = self.lstm_size  # not None exactly when the agent is recurrent
+        if lstm_size is not None:
+            return GaussianPgLstmModel(**kwargs, lstm_size=lstm_size, **common)
         return GaussianPgMlpModel(**kwargs, **common)
 
     def make_distribution(self, env_spaces: Any) -> Gaussian:

@@ -222,33 +222,41 @@ class DdpgAgent(QpgAgentBase):
         if self.q_model is None:
             self.q_model = self.make_q_model(env_spaces).to(self.device)
         if self.target_model is None:
+            assert self.model is not None
             self.target_model = make_target_model(self.model)
             self.target_q_model = make_target_model(self.q_model)
 
     def trainable_modules(self) -> dict[str, list[nn.Module]]:
+        assert self.model is not None and self.q_model is not None
         return {"model": [self.model], "q": [self.q_model]}
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        assert self.target_model is not None and self.model is not None
+        assert self.target_q_model is not None and self.q_model is not None
         return [(self.target_model, self.model), (self.target_q_model, self.q_model)]
 
     def forward(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
         """``mu`` ``[..., A]`` in env scale (with grad)."""
+        assert self.model is not None
         return self.to_env_action(self.model(*self.to_agent_inputs(observation, prev_action, prev_reward)))
 
     def q(self, observation: Any, prev_action: Any, prev_reward: Any, action: Any) -> torch.Tensor:
         """``Q(s, a)`` ``[...]`` for env-scale actions ``[..., A]`` (with grad)."""
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        assert self.q_model is not None
         return self.q_model(*inputs, self.from_env_action(torch.as_tensor(action)))
 
     def q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
         """``Q(s, mu(s))`` ``[...]`` (with grad through both networks): the policy objective."""
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        assert self.q_model is not None and self.model is not None
         return self.q_model(*inputs, self.model(*inputs))
 
     @torch.no_grad()
     def target_q_at_mu(self, observation: Any, prev_action: Any, prev_reward: Any) -> torch.Tensor:
         """``Q'(s, mu'(s))`` ``[...]`` from the target networks (no grad)."""
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        assert self.target_q_model is not None and self.target_model is not None
         return self.target_q_model(*inputs, self.target_model(*inputs))
 
     @torch.no_grad()
@@ -261,6 +269,7 @@ class DdpgAgent(QpgAgentBase):
         if uniform is not None:
             mu = self.to_env_action(torch.zeros_like(uniform))
             return self.to_cpu(AgentStep(self.to_env_action(uniform), DdpgAgentInfo(mu=mu)))
+        assert self.model is not None
         mu = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
         if self.mode == "eval":
             action = mu
@@ -324,23 +333,31 @@ class Td3Agent(DdpgAgent):
         )
 
     def trainable_modules(self) -> dict[str, list[nn.Module]]:
+        assert self.model is not None and self.q_model is not None and self.q2_model is not None
         return {"model": [self.model], "q": [self.q_model, self.q2_model]}
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        assert self.target_q2_model is not None and self.q2_model is not None
         return super().target_pairs() + [(self.target_q2_model, self.q2_model)]
 
-    def q(self, observation: Any, prev_action: Any, prev_reward: Any, action: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    # TD3 returns both critics where DDPG returns one: the algorithms know which agent they drive.
+    def q(  # type: ignore[override]
+        self, observation: Any, prev_action: Any, prev_reward: Any, action: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(Q1(s, a), Q2(s, a))``, each ``[...]``, for env-scale actions (with grad)."""
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
         a = self.from_env_action(torch.as_tensor(action))
+        assert self.q_model is not None and self.q2_model is not None
         return self.q_model(*inputs, a), self.q2_model(*inputs, a)
 
     @torch.no_grad()
-    def target_q_at_mu(
+    def target_q_at_mu(  # type: ignore[override]
         self, observation: Any, prev_action: Any, prev_reward: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(Q1'(s, a'), Q2'(s, a'))`` at the smoothed target action ``a'`` (no grad)."""
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
+        assert self.target_model is not None and self.target_distribution is not None
+        assert self.target_q_model is not None and self.target_q2_model is not None
         target_mu = self.target_model(*inputs)
         target_action = self.target_distribution.sample(DistInfoStd(mean=target_mu, log_std=None))
         return self.target_q_model(*inputs, target_action), self.target_q2_model(*inputs, target_action)
@@ -402,13 +419,17 @@ class SacAgent(QpgAgentBase):
             self.q1_model = QofMuMlpModel(**kwargs, hidden_sizes=self.q_hidden_sizes).to(self.device)
             self.q2_model = QofMuMlpModel(**kwargs, hidden_sizes=self.q_hidden_sizes).to(self.device)
         if self.target_q1_model is None:
+            assert self.q2_model is not None
             self.target_q1_model = make_target_model(self.q1_model)
             self.target_q2_model = make_target_model(self.q2_model)
 
     def trainable_modules(self) -> dict[str, list[nn.Module]]:
+        assert self.model is not None and self.q1_model is not None and self.q2_model is not None
         return {"model": [self.model], "q": [self.q1_model, self.q2_model]}
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        assert self.target_q1_model is not None and self.q1_model is not None
+        assert self.target_q2_model is not None and self.q2_model is not None
         return [(self.target_q1_model, self.q1_model), (self.target_q2_model, self.q2_model)]
 
     def pi(
@@ -420,6 +441,7 @@ class SacAgent(QpgAgentBase):
             ``(action [..., A] in env scale, log_pi [...], dist_info)`` where ``dist_info`` holds
             the pre-squash mean and log std.
         """
+        assert self.model is not None
         mean, log_std = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
         dist_info = DistInfoStd(mean=mean, log_std=log_std)
         action, log_pi = self.distribution.sample_loglikelihood(dist_info)
@@ -435,6 +457,7 @@ class SacAgent(QpgAgentBase):
         """``(Q1(s, a), Q2(s, a))``, each ``[...]``, for env-scale actions (with grad)."""
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
         a = self.from_env_action(torch.as_tensor(action))
+        assert self.q1_model is not None and self.q2_model is not None
         return self.q1_model(*inputs, a), self.q2_model(*inputs, a)
 
     @torch.no_grad()
@@ -444,6 +467,7 @@ class SacAgent(QpgAgentBase):
         """``(Q1'(s, a), Q2'(s, a))`` from the target networks (no grad), env-scale actions."""
         inputs = self.to_agent_inputs(observation, prev_action, prev_reward)
         a = self.from_env_action(torch.as_tensor(action))
+        assert self.target_q1_model is not None and self.target_q2_model is not None
         return self.target_q1_model(*inputs, a), self.target_q2_model(*inputs, a)
 
     @torch.no_grad()
@@ -457,6 +481,7 @@ class SacAgent(QpgAgentBase):
             zeros = torch.zeros_like(uniform)
             agent_info = SacAgentInfo(dist_info=DistInfoStd(mean=zeros, log_std=zeros))
             return self.to_cpu(AgentStep(self.to_env_action(uniform), agent_info))
+        assert self.model is not None
         mean, log_std = self.model(*self.to_agent_inputs(observation, prev_action, prev_reward))
         dist_info = DistInfoStd(mean=mean, log_std=log_std)
         if self.mode == "eval":

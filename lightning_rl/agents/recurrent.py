@@ -11,7 +11,7 @@ algorithm turns the state at the start of a training sequence back into the mode
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning_rl.data.buffers import buffer_func, buffer_method, buffer_to
 
@@ -40,7 +40,16 @@ def _zero_env(rnn_state: Any, idx: int) -> None:
     buffer_func(rnn_state, lambda t: t[:, idx].zero_())
 
 
-class RecurrentAgentMixin:
+if TYPE_CHECKING:
+    from lightning_rl.agents.base import BaseAgent
+
+    # A mixin of agents: type checkers see the agent it is mixed into (``super()`` calls go there).
+    _AgentBase = BaseAgent
+else:
+    _AgentBase = object
+
+
+class RecurrentAgentMixin(_AgentBase):
     """Keeps each env's RNN state between :meth:`step` calls.
 
     Use as ``class MyAgent(RecurrentAgentMixin, BaseAgent)``; the agent's ``step`` reads
@@ -154,7 +163,8 @@ class AlternatingRecurrentAgentMixin(RecurrentAgentMixin):
         acting = self._prev_rnn_state
         self._prev_rnn_state = self._rnn_state_pair[self._value_alt]
         try:
-            return super().value(observation, prev_action, prev_reward)
+            # ``value`` comes from the agent this is mixed into (PgAgentBase), not from BaseAgent.
+            return super().value(observation, prev_action, prev_reward)  # type: ignore[misc]
         finally:
             self._prev_rnn_state = acting
             self._value_alt ^= 1

@@ -385,8 +385,10 @@ class RLModule(pl.LightningModule):
         ours = checkpoint[CHECKPOINT_KEY]
         state = pickle.loads(ours["pickled"])
         if not self.agent.initialized:
-            # load_from_checkpoint skips setup(): build the models from the stored spaces.
-            self.agent.initialize(state["env_spaces"])
+            # load_from_checkpoint skips setup(): build the models from the stored spaces, for the
+            # sampler's envs of rank 0 (agents that pair envs, as the alternating ones, need them).
+            B = self.sampler.batch_spec.B
+            self.agent.initialize(state["env_spaces"], global_B=B, env_ranks=list(range(B)))
         self.train_state.load_state_dict(ours["train_state"])
         self.minibatch_generator.bit_generator.state = state["minibatch_generator"]
         random.setstate(state["python_random"])

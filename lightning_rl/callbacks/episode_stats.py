@@ -25,6 +25,9 @@ class WindowMean(Metric):
     """
 
     full_state_update = False
+    # Registered by ``add_state`` in ``__init__``.
+    values: torch.Tensor
+    count: torch.Tensor
 
     def __init__(self, window: int) -> None:
         super().__init__()

@@ -177,8 +177,9 @@ class RunDirectoryCallback(pl.Callback):
         if self.dirpath is not None:
             return self.dirpath
         checkpoint = trainer.checkpoint_callback
-        if checkpoint is not None and getattr(checkpoint, "dirpath", None):
-            return str(checkpoint.dirpath)
+        dirpath = getattr(checkpoint, "dirpath", None) if checkpoint is not None else None
+        if dirpath:
+            return str(dirpath)
         return os.path.join(trainer.log_dir or trainer.default_root_dir, "checkpoints")
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
@@ -205,6 +206,7 @@ class RunDirectoryCallback(pl.Callback):
             return
         name = self.received.name if self.received is not None else "a signal on another rank"
         rank_zero_info(f"Received {name}: saving {self.checkpoint_path} and stopping.")
+        assert self.checkpoint_path is not None  # set by on_fit_start
         trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
         self._saved = True
         trainer.should_stop = True

@@ -5,7 +5,8 @@ Every function takes numpy arrays or torch tensors and returns the same kind it 
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,7 +71,7 @@ def restore_leading_dims(tensors: Array | Sequence[Array], lead_dim: int, T: int
         The reshaped tensor(s), a tuple if a sequence came in.
     """
     is_seq = isinstance(tensors, (tuple, list))
-    ts = tensors if is_seq else (tensors,)
+    ts: Sequence[Any] = tensors if is_seq else (tensors,)
     if lead_dim == 2:
         out = tuple(t.reshape((T, B) + tuple(t.shape[1:])) for t in ts)
     elif lead_dim == 1:
@@ -114,9 +115,9 @@ def to_onehot(indexes: Array, num: int, dtype: Any = None) -> Array:
         out.scatter_(-1, indexes.long().unsqueeze(-1), 1)
         return out
     indexes = np.asarray(indexes)
-    out = np.zeros(indexes.shape + (num,), dtype=dtype or np.float32)
-    np.put_along_axis(out, indexes.astype(np.int64)[..., None], 1, axis=-1)
-    return out
+    out_np = np.zeros(indexes.shape + (num,), dtype=dtype or np.float32)
+    np.put_along_axis(out_np, indexes.astype(np.int64)[..., None], 1, axis=-1)
+    return out_np
 
 
 def from_onehot(onehot: Array, dim: int = -1, dtype: Any = None) -> Array:
@@ -141,14 +142,14 @@ def valid_mean(tensor: Array, valid: Array | None = None, dim: int | None = None
         if dim is None:
             return tensor.mean()
         return tensor.mean(dim=dim) if is_torch else tensor.mean(axis=dim)
-    valid = valid.to(tensor.dtype) if is_torch else np.asarray(valid, dtype=tensor.dtype)
+    mask: Array = valid.to(tensor.dtype) if is_torch else np.asarray(valid, dtype=tensor.dtype)
     if dim is None:
-        return (tensor * valid).sum() / valid.sum().clamp(min=1) if is_torch else (
-            (tensor * valid).sum() / max(valid.sum(), 1)
+        return (tensor * mask).sum() / mask.sum().clamp(min=1) if is_torch else (
+            (tensor * mask).sum() / max(mask.sum(), 1)
         )
     if is_torch:
-        return (tensor * valid).sum(dim=dim) / valid.sum(dim=dim).clamp(min=1)
-    return (tensor * valid).sum(axis=dim) / np.maximum(valid.sum(axis=dim), 1)
+        return (tensor * mask).sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)
+    return (tensor * mask).sum(axis=dim) / np.maximum(mask.sum(axis=dim), 1)
 
 
 def iterate_mb_idxs(
@@ -193,10 +194,10 @@ def extract_sequences(array_or_tensor: Array, T_idxs: Array, B_idxs: Array, T: i
         b_idx = torch.as_tensor(B_idxs, device=array_or_tensor.device).long()
         t = (t_idx.unsqueeze(0) + torch.arange(T, device=t_idx.device).unsqueeze(1)) % T_total
         return array_or_tensor[t, b_idx.unsqueeze(0)]
-    t_idx = np.asarray(T_idxs, dtype=np.int64)
-    b_idx = np.asarray(B_idxs, dtype=np.int64)
-    t = (t_idx[None, :] + np.arange(T)[:, None]) % T_total
-    return array_or_tensor[t, b_idx[None, :]]
+    t_np = np.asarray(T_idxs, dtype=np.int64)
+    b_np = np.asarray(B_idxs, dtype=np.int64)
+    t_rows = (t_np[None, :] + np.arange(T)[:, None]) % T_total
+    return array_or_tensor[t_rows, b_np[None, :]]
 
 
 def zeros(shape: Sequence[int] | int, dtype: Any = None) -> Array:

@@ -7,7 +7,8 @@ helpers here walk that structure, leave ``None`` leaves alone and return a match
 from __future__ import annotations
 
 import multiprocessing as mp
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch

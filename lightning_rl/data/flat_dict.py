@@ -287,7 +287,7 @@ def nat_to_flat_dict(nat: Any, prefix: str = "") -> dict[str, Any]:
     if not _is_struct(nat):
         raise ValueError(f"nat_to_flat_dict: nat must be a namedtuple or namedarraytuple, got {type(nat).__name__}")
     flat: dict[str, Any] = {}
-    for name, value in zip(nat._fields, tuple.__iter__(nat)):
+    for name, value in zip(nat._fields, tuple.__iter__(nat), strict=True):
         path = join_keys(prefix, name)
         if value is None:
             continue
@@ -325,8 +325,8 @@ def flat_dict_to_nat(flat: dict[str, Any], like: Any, prefix: str = "") -> Any:
     used: set[str] = set()
 
     def build(node: Any, path: str) -> Any:
-        values = []
-        for name, value in zip(node._fields, tuple.__iter__(node)):
+        values: list[Any] = []
+        for name, value in zip(node._fields, tuple.__iter__(node), strict=True):
             key = join_keys(path, name)
             if value is None:
                 values.append(None)

@@ -21,7 +21,21 @@ Two forms exist:
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+if TYPE_CHECKING:
+    from typing import Self, dataclass_transform
+
+    # The mixin only ever joins a tuple class, so type checkers see it as one.
+    _TupleBase = tuple[Any, ...]
+else:
+    _TupleBase = object
+
+    def dataclass_transform(**_kwargs: Any) -> Any:
+        """``typing.dataclass_transform`` is Python 3.11+; only type checkers read it."""
+        return lambda cls: cls
+
 
 __all__ = [
     "AttrDict",
@@ -56,7 +70,7 @@ def _check_field_names(typename: str, fields: Iterable[str]) -> tuple[str, ...]:
     return fields
 
 
-class _ArrayIndexing:
+class _ArrayIndexing(_TupleBase):
     """Indexing and assignment shared by both namedarraytuple forms.
 
     Subclasses provide ``_fields`` and ``_new(values)`` (build the same type from values).
@@ -64,11 +78,21 @@ class _ArrayIndexing:
 
     __slots__ = ()
 
+    if TYPE_CHECKING:
+
+        @property
+        def _fields(self) -> tuple[str, ...]: ...
+
+        @property
+        def _typename(self) -> str: ...
+
+        def _new(self, values: Iterable[Any]) -> Any: ...
+
     def __getitem__(self, loc: Any) -> Any:
         try:
             return self._new(None if s is None else s[loc] for s in self)
         except IndexError as e:
-            for name, s in zip(self._fields, self):
+            for name, s in zip(self._fields, self, strict=True):
                 if s is None:
                     continue
                 try:
@@ -84,7 +108,7 @@ class _ArrayIndexing:
         if not (isinstance(value, tuple) and getattr(value, "_fields", None) == self._fields):
             # Not the same structure: broadcast the whole value into every field.
             value = tuple(None if s is None else value for s in self)
-        for name, s, v in zip(self._fields, self, value):
+        for name, s, v in zip(self._fields, self, value, strict=True):
             if s is None or v is None:
                 continue
             try:
@@ -103,10 +127,30 @@ class _ArrayIndexing:
 
     def items(self) -> Iterator[tuple[str, Any]]:
         """Iterate ``(field_name, value)`` pairs in field order."""
-        return zip(self._fields, tuple.__iter__(self))
+        return zip(self._fields, tuple.__iter__(self), strict=True)
 
 
-_CLASS_CACHE: dict[tuple[str, tuple[str, ...], str], type] = {}
+_CLASS_CACHE: dict[tuple[str, tuple[str, ...], str], type[Any]] = {}
+
+
+@overload
+def namedarraytuple(
+    typename: str,
+    field_names: Iterable[str] | str,
+    return_namedtuple_cls: Literal[False] = False,
+    classname_suffix: bool = False,
+    module: str | None = None,
+) -> type[Any]: ...
+
+
+@overload
+def namedarraytuple(
+    typename: str,
+    field_names: Iterable[str] | str,
+    return_namedtuple_cls: Literal[True],
+    classname_suffix: bool = False,
+    module: str | None = None,
+) -> tuple[type[Any], type[Any]]: ...
 
 
 def namedarraytuple(
@@ -115,7 +159,7 @@ def namedarraytuple(
     return_namedtuple_cls: bool = False,
     classname_suffix: bool = False,
     module: str | None = None,
-) -> type:
+) -> type[Any] | tuple[type[Any], type[Any]]:
     """Build a namedarraytuple class (rlpyt ``namedarraytuple``).
 
     Args:
@@ -140,7 +184,7 @@ def namedarraytuple(
     nt_typename = typename
     if classname_suffix:
         typename = typename + "_nat"
-    base = namedtuple(nt_typename, fields)
+    base = namedtuple(nt_typename, fields)  # type: ignore[misc]  # field names known only at run time
 
     def _new(self, values):
         return type(self)._make(values)
@@ -168,6 +212,7 @@ _CLASS_BODY_KEYS = frozenset(
 )
 
 
+@dataclass_transform()
 class _NamedArrayTupleMeta(type):
     """Turns ``class X(NamedArrayTupleBase): a: Any`` into ``namedarraytuple('X', ['a'])``."""
 
@@ -193,7 +238,15 @@ class _NamedArrayTupleMeta(type):
         return cls
 
 
-class NamedArrayTupleBase(metaclass=_NamedArrayTupleMeta):
+if TYPE_CHECKING:
+    # Type checkers see a declared class as the namedarraytuple it is built into; at run time the
+    # metaclass returns that class, and this base stays a plain object.
+    _NatBase = _ArrayIndexing
+else:
+    _NatBase = object
+
+
+class NamedArrayTupleBase(_NatBase, metaclass=_NamedArrayTupleMeta):
     """Declare a namedarraytuple with class syntax, so IDEs and type checkers see its fields.
 
     Example:
@@ -203,6 +256,15 @@ class NamedArrayTupleBase(metaclass=_NamedArrayTupleMeta):
     """
 
     _root = True
+
+    if TYPE_CHECKING:
+        # What the built class (a namedtuple subclass) adds to the indexing of ``_ArrayIndexing``.
+        def _replace(self, **kwargs: Any) -> Self: ...
+
+        @classmethod
+        def _make(cls, iterable: Iterable[Any]) -> Self: ...
+
+        def _asdict(self) -> dict[str, Any]: ...
 
 
 def is_namedtuple_class(obj: Any) -> bool:
@@ -256,7 +318,7 @@ def namedarraytuple_like(namedtuple_or_class: Any, classname_suffix: bool = Fals
         return obj._schema
     if isinstance(obj, (NamedTupleSchema, NamedTuple)):
         return NamedArrayTupleSchema(*_typename_and_fields(obj))
-    cls = obj if isinstance(obj, type) else type(obj)
+    cls: type[Any] = obj if isinstance(obj, type) else type(obj)
     if is_namedarraytuple_class(cls):
         return cls
     if is_namedtuple_class(cls):
@@ -265,7 +327,7 @@ def namedarraytuple_like(namedtuple_or_class: Any, classname_suffix: bool = Fals
     raise TypeError(f"namedarraytuple_like: {cls.__name__} is not a namedtuple or namedarraytuple")
 
 
-def _like_class(typename: str, fields: tuple[str, ...], module: str) -> type:
+def _like_class(typename: str, fields: tuple[str, ...], module: str) -> type[Any]:
     """One cached class per (name, fields, module), whose instances pickle by structure.
 
     The class is not reachable under its name in ``module`` (the namedtuple is), so instances
@@ -275,7 +337,7 @@ def _like_class(typename: str, fields: tuple[str, ...], module: str) -> type:
     cls = _CLASS_CACHE.get(key)
     if cls is None:
         cls = namedarraytuple(typename, fields, module=module)
-        cls.__reduce__ = _reduce_like_instance
+        cls.__reduce__ = _reduce_like_instance  # type: ignore[assignment]  # becomes a method of cls
         _CLASS_CACHE[key] = cls
     return cls
 
@@ -299,7 +361,7 @@ class NamedTupleSchema:
         fields: Field names.
     """
 
-    _instance_class: type = None  # set below
+    _instance_class: type[NamedTuple]  # set below, once NamedTuple exists
 
     def __init__(self, typename: str, fields: Iterable[str] | str):
         self._typename = typename
@@ -312,7 +374,7 @@ class NamedTupleSchema:
         return {"_typename": self._typename, "_fields": self._fields}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["_typename"], state["_fields"])
+        type(self).__init__(self, state["_typename"], state["_fields"])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         n = len(self._fields)
@@ -359,6 +421,8 @@ class NamedTupleSchema:
 class NamedTuple(tuple):
     """Instance of a :class:`NamedTupleSchema`: a namedtuple look-alike sharing one class."""
 
+    _schema: NamedTupleSchema
+
     def __new__(cls, schema: NamedTupleSchema, values: Iterable[Any]):
         self = tuple.__new__(cls, values)
         self._schema = schema
@@ -395,13 +459,13 @@ class NamedTuple(tuple):
         unknown = set(kwargs) - set(self._fields)
         if unknown:
             raise ValueError(f"{self._typename}: got unexpected field names {sorted(unknown)}")
-        return self._new(kwargs.get(f, v) for f, v in zip(self._fields, tuple.__iter__(self)))
+        return self._new(kwargs.get(f, v) for f, v in zip(self._fields, tuple.__iter__(self), strict=True))
 
     def _asdict(self) -> dict[str, Any]:
-        return dict(zip(self._fields, tuple.__iter__(self)))
+        return dict(zip(self._fields, tuple.__iter__(self), strict=True))
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{f}={v!r}" for f, v in zip(self._fields, tuple.__iter__(self)))
+        body = ", ".join(f"{f}={v!r}" for f, v in zip(self._fields, tuple.__iter__(self), strict=True))
         return f"{self._typename}({body})"
 
     def __reduce__(self):
@@ -440,7 +504,7 @@ class AttrDict(dict):
         super().__init__(*args, **kwargs)
         self.__dict__ = self
 
-    def copy(self) -> "AttrDict":
+    def copy(self) -> AttrDict:
         """Copy nested AttrDicts (unbroken chains of them); other values are shared, not copied."""
         return type(self)({k: v.copy() if isinstance(v, AttrDict) else v for k, v in self.items()})
 

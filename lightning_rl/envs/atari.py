@@ -105,7 +105,7 @@ class AtariEnv(Env):
             raise ValueError(f"AtariEnv: horizon must be >= 1 or None, got horizon={horizon}")
         if obs_type not in _OBS_TYPES:
             raise ValueError(f"AtariEnv: obs_type must be one of {_OBS_TYPES}, got obs_type={obs_type!r}")
-        self._kwargs = dict(
+        self._kwargs: dict[str, Any] = dict(
             game=game,
             frame_skip=frame_skip,
             num_img_obs=num_img_obs,
@@ -158,7 +158,9 @@ class AtariEnv(Env):
         self._ale.setFloat("repeat_action_probability", float(self.repeat_action_probability))
         self._ale.setInt("frame_skip", 1)
         self._ale.setBool("color_averaging", False)
-        self._ale.loadROM(roms.get_rom_path(self.game))
+        rom = roms.get_rom_path(self.game)
+        assert rom is not None  # the game was checked against roms.get_all_rom_ids()
+        self._ale.loadROM(rom)
 
     @property
     def observation_space(self) -> IntBox:

@@ -62,8 +62,8 @@ class Env(abc.ABC):
         """Maximum episode length, if the env has one."""
         return None
 
-    def seed(self, seed: int | None) -> None:
+    def seed(self, seed: int | None) -> None:  # noqa: B027 - optional hook, a no-op unless overridden
         """Seed the env; the next :meth:`reset` starts the seeded stream."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op unless overridden
         """Release resources (emulators, viewers)."""

@@ -9,7 +9,8 @@ seen at the first reset and the first step.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import gymnasium
 import numpy as np
@@ -18,6 +19,9 @@ from gymnasium.utils import EzPickle
 from lightning_rl.data.namedarraytuple import NamedTupleSchema
 from lightning_rl.envs.base import Env, EnvStep
 from lightning_rl.spaces import Space, from_gymnasium, from_gymnasium_value, to_field_names, to_gymnasium_value
+
+if TYPE_CHECKING:
+    from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 
 __all__ = ["GymEnvWrapper", "InfoFilter"]
 
@@ -51,6 +55,8 @@ class InfoFilter:
         leading: Fields placed first, filled by the caller (e.g. ``timeout``, ``terminated``).
     """
 
+    keys: tuple[Any, ...]
+
     def __init__(self, example: Mapping[str, Any], name: str = "EnvInfo", leading: tuple[str, ...] = ()) -> None:
         keys: list[Any] = []
         parts: list[Any] = []
@@ -72,7 +78,7 @@ class InfoFilter:
     def __call__(self, info: Mapping[str, Any], *leading_values: Any) -> Any:
         """Named tuple of ``leading_values`` followed by the filtered values of ``info``."""
         values = list(leading_values)
-        for key, part in zip(self.keys, self._parts):
+        for key, part in zip(self.keys, self._parts, strict=True):
             v = info.get(key)
             if isinstance(part, InfoFilter):
                 values.append(part(v if isinstance(v, Mapping) else {}))
@@ -97,7 +103,7 @@ class InfoFilter:
             raise ValueError(f"GymEnvWrapper: info[{key!r}]={value!r} does not fit the first info's value: {e}") from e
 
 
-def _is_mujoco(env: gymnasium.Env) -> bool:
+def _is_mujoco(env: gymnasium.Env) -> TypeGuard[MujocoEnv]:
     return any(c.__name__ == "MujocoEnv" for c in type(env).__mro__)
 
 
@@ -229,5 +235,6 @@ class GymEnvWrapper(Env):
         if mujoco_state is not None:
             import mujoco
 
-            mujoco.mj_setState(inner.model, inner.data, mujoco_state, mujoco.mjtState.mjSTATE_INTEGRATION)
-            mujoco.mj_forward(inner.model, inner.data)
+            sim = cast("MujocoEnv", inner)  # only MuJoCo envs pickle a _mujoco_state
+            mujoco.mj_setState(sim.model, sim.data, mujoco_state, mujoco.mjtState.mjSTATE_INTEGRATION)
+            mujoco.mj_forward(sim.model, sim.data)

@@ -116,7 +116,7 @@ class CoopGridEnv(gymnasium.Env):
     def _agent_rewards(self) -> dict[str, float]:
         on_target = self._on_target()
         team = 0.5 if on_target.all() else 0.0
-        return {name: 0.5 * float(on) + team for name, on in zip(self.agent_names, on_target)}
+        return {name: 0.5 * float(on) + team for name, on in zip(self.agent_names, on_target, strict=True)}
 
     def _observation(self) -> Any:
         scale = np.float32(self.size - 1)
@@ -155,4 +155,5 @@ class CoopGridEnv(gymnasium.Env):
 
 
 if COOP_GRID_ID not in gymnasium.registry:
-    gymnasium.register(COOP_GRID_ID, entry_point=CoopGridEnv, max_episode_steps=20)
+    # gymnasium's EnvCreator protocol takes only ``**kwargs``; an env class with named arguments works the same.
+    gymnasium.register(COOP_GRID_ID, entry_point=CoopGridEnv, max_episode_steps=20)  # type: ignore[arg-type]

@@ -71,7 +71,7 @@ class TrajInfo(AttrDict):
         return (_rebuild_traj_info, (type(self), dict(self)))
 
 
-def _rebuild_traj_info(cls: type, state: dict[str, Any]) -> TrajInfo:
+def _rebuild_traj_info(cls: type[TrajInfo], state: dict[str, Any]) -> TrajInfo:
     new = cls.__new__(cls)
     AttrDict.__init__(new, state)
     return new

@@ -1,6 +1,5 @@
 """digideep's memory: a queue of flat-dict trajectories and samplers made of composable units."""
 
-from lightning_rl.memory.storage import MemoryQueue
 from lightning_rl.memory.sampler import (
     CheckNaN,
     CheckShapes,
@@ -16,6 +15,7 @@ from lightning_rl.memory.sampler import (
     ToTensor,
     Unit,
 )
+from lightning_rl.memory.storage import MemoryQueue
 
 __all__ = [
     "CheckNaN",

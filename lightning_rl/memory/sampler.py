@@ -23,8 +23,9 @@ function ``Sample -> Sample`` can be a unit as well.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 import torch
@@ -352,7 +353,9 @@ class CheckShapes:
                     f"CheckShapes: expected key {key!r} is not in the sample; it has {sorted(sample.data)}"
                 )
             shape = tuple(_numpy(sample.data[key]).shape)[len(lead or ()) :]
-            if len(shape) != len(trailing) or any(e is not None and e != s for e, s in zip(trailing, shape)):
+            if len(shape) != len(trailing) or any(
+                e is not None and e != s for e, s in zip(trailing, shape, strict=True)
+            ):
                 raise ValueError(f"CheckShapes: {key!r} has trailing shape {shape}, expected {tuple(trailing)}")
         return sample
 

@@ -13,10 +13,9 @@ Any of ``channels``, ``kernel_sizes``, ``strides``, ``paddings`` overrides the p
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
-from torch import nn
 
 from lightning_rl.models.base import FeedForwardModel, ImageEncoder, RecurrentModel
 from lightning_rl.models.blocks import init_orthogonal_, make_q_head

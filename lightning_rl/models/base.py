@@ -12,7 +12,8 @@ A task model is ``encoder -> [LSTM core ->] head``:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -27,6 +28,17 @@ __all__ = ["FeedForwardModel", "ImageEncoder", "RecurrentModel", "VectorEncoder"
 
 # Stacks a tensor from every DDP rank (``LightningModule.all_gather``).
 AllGather = Callable[[torch.Tensor], torch.Tensor]
+
+
+class Encoder(Protocol):
+    """What the model skeletons need of an encoder (:class:`VectorEncoder`, :class:`ImageEncoder`)."""
+
+    obs_ndim: int
+
+    def __call__(self, observation: torch.Tensor) -> torch.Tensor: ...
+
+    def update_obs_rms(self, observation: torch.Tensor, all_gather: AllGather | None = None) -> None: ...
+
 
 class VectorEncoder(nn.Module):
     """Flatten a vector observation, optionally normalize it, optionally run an MLP.
@@ -154,7 +166,7 @@ class FeedForwardModel(nn.Module):
         head: Maps ``[N, F]`` to a tensor or a tuple of tensors with leading dim ``N``.
     """
 
-    def __init__(self, encoder: nn.Module, head: nn.Module) -> None:
+    def __init__(self, encoder: Encoder, head: nn.Module) -> None:
         super().__init__()
         self.encoder = encoder
         self.head = head
@@ -198,7 +210,7 @@ class RecurrentModel(nn.Module):
         head: Maps ``[N, lstm_size]`` to a tensor or a tuple of tensors.
     """
 
-    def __init__(self, encoder: nn.Module, lstm: LstmCore, head: nn.Module) -> None:
+    def __init__(self, encoder: Encoder, lstm: LstmCore, head: nn.Module) -> None:
         super().__init__()
         self.encoder = encoder
         self.lstm = lstm

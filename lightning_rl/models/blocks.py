@@ -7,7 +7,8 @@ and ``atari.py`` handle the ``[]``, ``[B]`` and ``[T, B]`` leading dims around t
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -157,7 +158,7 @@ class Conv2dModel(nn.Module):
         self.use_maxpool = use_maxpool
         layers: list[nn.Module] = []
         last = self.in_channels
-        for c, k, s, p in zip(self.channels, self.kernel_sizes, self.strides, self.paddings):
+        for c, k, s, p in zip(self.channels, self.kernel_sizes, self.strides, self.paddings, strict=True):
             layers += [nn.Conv2d(last, c, k, stride=1 if use_maxpool else s, padding=p), nonlinearity()]
             if use_maxpool and s > 1:
                 layers.append(nn.MaxPool2d(s))
@@ -170,7 +171,7 @@ class Conv2dModel(nn.Module):
 
     def conv_out_shape(self, h: int, w: int) -> tuple[int, int, int]:
         """Output ``(C, H, W)`` for an ``(h, w)`` input, computed without a forward pass."""
-        for k, s, p in zip(self.kernel_sizes, self.strides, self.paddings):
+        for k, s, p in zip(self.kernel_sizes, self.strides, self.paddings, strict=True):
             if self.use_maxpool:
                 h, w = conv2d_output_shape(h, w, k, 1, p)
                 if s > 1:

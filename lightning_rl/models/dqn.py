@@ -6,7 +6,7 @@ The Atari versions are in :mod:`lightning_rl.models.atari`; both share the Q hea
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -9,7 +9,7 @@ previous action and reward, with linear policy and value outputs.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

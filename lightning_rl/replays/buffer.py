@@ -17,7 +17,7 @@ Every argument is a typed scalar, so algorithms expose them to LightningCLI YAML
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -109,7 +109,7 @@ class ReplayBuffer:
         self.sequence_T = sequence_T
         interval = 1 if rnn_state_interval is None else int(rnn_state_interval)
         T = -(-size // (B * interval)) * interval
-        storage_kwargs = dict(
+        storage_kwargs: dict[str, Any] = dict(
             discount=discount,
             n_step_return=n_step_return,
             rnn_state_interval=interval if sequence_T is not None else 0,
@@ -128,7 +128,7 @@ class ReplayBuffer:
         else:
             self.storage = ReplayStorage(example, T, B, **storage_kwargs)
         self.rng = np.random.default_rng(seed)
-        sampler_kwargs = dict(
+        sampler_kwargs: dict[str, Any] = dict(
             storage=self.storage,
             min_age=min_age,
             interval=interval,
@@ -216,6 +216,7 @@ class ReplayBuffer:
             raise ValueError(f"sample_batch: batch_B must be >= 1, got {batch_B}")
         with self._read():
             t, b, idxs, is_weights = self.sampler.sample(batch_B)
+            batch_cls: type[SamplesFromReplay] | type[SequenceSamplesFromReplay]
             if self.sequence_T is None:
                 fields = extract_transitions(self.storage, t, b, self._discount_pow)
                 batch_cls = SamplesFromReplay
@@ -289,7 +290,7 @@ def _torchify(x: Any) -> Any:
     if x is None:
         return None
     if isinstance(x, tuple):
-        return x._new(_torchify(v) for v in x)
+        return cast(Any, x)._new(_torchify(v) for v in x)
     return torch.from_numpy(x)
 
 

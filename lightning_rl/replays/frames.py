@@ -55,7 +55,7 @@ class FrameReplayStorage(ReplayStorage):
         shared: bool = False,
     ) -> None:
         obs = getattr(example, "observation", None)
-        if isinstance(obs, tuple) or np.ndim(obs) < 1:
+        if obs is None or isinstance(obs, tuple) or np.ndim(obs) < 1:
             raise ValueError("frame_stack: frame replay needs an array observation [C, ...] in the example")
         obs = np.asarray(obs)
         if frame_stack < 1 or obs.shape[0] != frame_stack:

@@ -16,7 +16,7 @@ weights correct the bias of non-uniform draws (paper eq. in section 3.4):
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -47,7 +47,7 @@ class PrioritizedSampler:
         branching: Children per sum-tree node.
     """
 
-    prioritized = True
+    prioritized: Literal[True] = True
 
     def __init__(
         self,
@@ -107,6 +107,7 @@ class PrioritizedSampler:
         age = self.storage.ages(t)
         ok = (age >= lo) & (age <= hi)
         if self.exclude_timeouts:
+            assert self.storage.timeout is not None  # exclude_timeouts is set only when the storage has timeouts
             ok = ok & ~self.storage.timeout[t, b]
         return ok
 

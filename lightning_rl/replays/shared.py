@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -34,7 +35,7 @@ def take(buf: Any, idx: np.ndarray) -> Any:
     if buf is None:
         return None
     if isinstance(buf, tuple):  # a namedarraytuple buffer
-        return buf._new(take(x, idx) for x in buf)
+        return cast(Any, buf)._new(take(x, idx) for x in buf)
     return buf.reshape((-1,) + buf.shape[2:]).take(idx, axis=0)
 
 

@@ -11,7 +11,8 @@ oldest rows of a full ring.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any, cast
 
 import numpy as np
 
@@ -255,7 +256,7 @@ def _leaves(buf: Any, prefix: str) -> Iterator[tuple[str, np.ndarray]]:
     if buf is None:
         return
     if isinstance(buf, tuple):
-        for name, value in zip(buf._fields, buf):
+        for name, value in zip(cast(Any, buf)._fields, buf, strict=True):
             yield from _leaves(value, f"{prefix}.{name}")
     else:
         yield prefix, buf

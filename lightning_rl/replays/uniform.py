@@ -10,7 +10,7 @@ integer per sample, not a search.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class UniformSampler:
         rng: Random generator (shared with the replay that owns this sampler).
     """
 
-    prioritized = False
+    prioritized: Literal[False] = False
 
     def __init__(
         self,
@@ -82,8 +82,10 @@ class UniformSampler:
         """
         t, b = self._draw(n)
         if self.exclude_timeouts:
+            timeout = self.storage.timeout
+            assert timeout is not None  # exclude_timeouts is set only when the storage has timeouts
             for _ in range(_MAX_REDRAWS):
-                bad = np.flatnonzero(self.storage.timeout[t, b])
+                bad = np.flatnonzero(timeout[t, b])
                 if bad.size == 0:
                     break
                 t[bad], b[bad] = self._draw(bad.size)

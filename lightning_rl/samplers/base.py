@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, Literal, NamedTuple
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -374,6 +375,7 @@ class BaseSampler:
             prev_action=buffer_from_example(ex["action"], (T, B), share),
             agent_info=buffer_from_example(ex["agent_info"], (T, B), share),
         )
+        agent: AgentSamples | AgentSamplesBsv
         if self.bootstrap_value:
             bootstrap = buffer_from_example(ex["bootstrap_value"], B, share)
             agent = AgentSamplesBsv(**agent_fields, bootstrap_value=bootstrap)

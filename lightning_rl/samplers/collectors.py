@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import copy
 import itertools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -97,7 +98,7 @@ def write_rows(dst: Any, t: int, rows: list[Any], name: str = "env_info") -> Non
         ValueError: Naming the field whose values do not fit the buffer.
     """
     if isinstance(dst, tuple):
-        for j, (field, sub) in enumerate(zip(dst._fields, dst)):
+        for j, (field, sub) in enumerate(zip(cast(Any, dst)._fields, dst, strict=True)):
             if sub is not None:
                 # tuple's own indexing: a namedarraytuple's [] would index every field.
                 write_rows(sub, t, [tuple.__getitem__(row, j) for row in rows], f"{name}.{field}")
@@ -284,6 +285,7 @@ class ResetCollector:
             TrajInfos of the episodes that ended.
         """
         samples, sb = self.samples, self.step_buffer
+        assert samples is not None  # None only for evaluation, which does not step here
         action = samples.agent.action[t]
         agent_info_t = None
         if samples.agent.agent_info is not None and traj_info_wants_agent_info(self.traj_infos):
@@ -377,6 +379,7 @@ class WaitResetCollector(ResetCollector):
 
     def step_envs(self, t: int) -> list[Any]:
         samples, sb = self.samples, self.step_buffer
+        assert samples is not None  # None only for evaluation, which does not step here
         action = samples.agent.action[t]
         agent_info = samples.agent.agent_info
         agent_info_t = None if agent_info is None else agent_info[t]
@@ -392,7 +395,8 @@ class WaitResetCollector(ResetCollector):
                 continue
             a = action[i]
             o, r, d, info = env.step(a)
-            self.traj_infos[i].step(observation[i], a, r, d, None if traj_agent_info is None else traj_agent_info[i], info)
+            step_agent_info = None if traj_agent_info is None else traj_agent_info[i]
+            self.traj_infos[i].step(observation[i], a, r, d, step_agent_info, info)
             if info_value(info, "traj_done", d):
                 completed.append(self.traj_infos[i].terminate(o))
                 self.traj_infos[i] = self.traj_info_factory()

@@ -41,6 +41,7 @@ class SerialSampler(BaseSampler):
     def _start(self) -> None:
         T, B = self.batch_spec
         envs = [self.make_env(b) for b in range(B)]
+        assert self.samples is not None  # allocated by initialize() before _start()
         self.train_collector = make_collector(
             self.collector, envs, self.step_buffer, self.samples, self.traj_info_factory
         )
@@ -49,12 +50,14 @@ class SerialSampler(BaseSampler):
         self.eval_collector = None
         if self.eval_n_envs:
             eval_envs = [self.make_env(i, evaluation=True) for i in range(self.eval_n_envs)]
+            assert self.eval_step_buffer is not None
             self.eval_collector = EvalCollector(eval_envs, self.eval_step_buffer, self.traj_info_factory)
 
     def obtain_samples(
         self, itr: int, agent_mode: Literal["sample", "eval"] = "sample", reset_envs: bool = False
     ) -> tuple[Samples, list[Any]]:
         self._check_ready("obtain_samples")
+        assert self.samples is not None
         set_agent_mode(self.agent, itr, agent_mode)
         if reset_envs:
             self.train_collector.start_envs()
@@ -67,6 +70,7 @@ class SerialSampler(BaseSampler):
 
     def evaluate_agent(self, itr: int) -> list[Any]:
         self._check_can_evaluate()
+        assert self.eval_collector is not None
         self.agent.eval_mode(itr)
         self.agent.reset()
         completed = evaluate_envs(self.agent, self.eval_collector, self.eval_max_steps, self.eval_max_trajectories)

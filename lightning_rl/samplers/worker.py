@@ -322,7 +322,7 @@ class ParallelSamplerBase(BaseSampler):
             )
             for w in range(n)
         ]
-        procs = []
+        procs: list[Any] = []
         self.pool = WorkerPool(procs, specs, self._sync)
         self._finalizer = weakref.finalize(self, self.pool.shutdown)
         for spec in specs:
@@ -334,6 +334,7 @@ class ParallelSamplerBase(BaseSampler):
             finally:
                 del _FORK_ARGS[token]
             procs.append(p)
+        assert self.samples is not None  # allocated by initialize() before _start()
         self._group_views = [
             (
                 self.step_buffer[g.env_slice],
@@ -376,6 +377,7 @@ class ParallelSamplerBase(BaseSampler):
         per_worker = self.pool.gather("batch")
         self._busy = False
         self.env_steps += self.batch_spec.size
+        assert self.samples is not None
         return self.samples, [traj for trajs in per_worker for traj in trajs]
 
     def evaluate_agent(self, itr: int) -> list[Any]:
@@ -422,7 +424,7 @@ class ParallelSamplerBase(BaseSampler):
                         self._wait_group(other, stepping)
                 pool.release_act(group.workers)
                 stepping[g] = True
-        for g, group in enumerate(self.groups):
+        for g in range(len(self.groups)):
             self._wait_group(g, stepping)
         for g, group in enumerate(self.groups):
             sb, samples, _ = self._group_views[g]
@@ -445,6 +447,7 @@ class ParallelSamplerBase(BaseSampler):
                 if stopped:
                     continue
                 esb = self._group_views[g][2]
+                assert esb is not None  # evaluation runs only with eval envs
                 reset_agent_envs(agent, esb.reset_agent, offset=group.eval_slice.start)
                 if group.eval_slice.stop > group.eval_slice.start:
                     act_eval(agent, esb)
@@ -536,6 +539,7 @@ class _Worker:
         sl, esl = spec.env_slice, spec.eval_slice
         envs = [s.make_env(b) for b in range(sl.start, sl.stop)]
         self.step_buffer = s.step_buffer[sl]
+        assert s.samples is not None
         self.samples = slice_samples(s.samples, sl)
         self.collector = make_collector(s.collector, envs, self.step_buffer, self.samples, s.traj_info_factory)
         self.collector.start_envs(s.max_decorrelation_steps, [s.decorrelation_rng(b) for b in range(sl.start, sl.stop)])
@@ -589,6 +593,7 @@ class _Worker:
 
     def _collect(self, itr: int) -> list[Any]:
         flags = self.sync.collect_flags.value
+        assert self.agent is not None  # only acting workers collect with their own agent
         self.agent.eval_deterministic = bool(flags & DETERMINISTIC_FLAG)
         set_agent_mode(self.agent, itr, "eval" if flags & EVAL_MODE_FLAG else "sample")
         if flags & RESET_ENVS_FLAG:
@@ -611,6 +616,7 @@ class _Worker:
 
     def _evaluate(self, itr: int) -> None:
         agent, sync, w = self.agent, self.sync, self.spec.index
+        assert agent is not None and self.eval_collector is not None
         agent.eval_deterministic = bool(sync.collect_flags.value & DETERMINISTIC_FLAG)
         agent.eval_mode(itr)
         agent.reset()
@@ -627,6 +633,7 @@ class _Worker:
         sync, w = self.sync, self.spec.index
         obs_ready = sync.obs_ready[w]
         collector = self.eval_collector
+        assert collector is not None
         collector.start_envs()
         obs_ready.release()
         steps = range(self.eval_max_steps) if self.eval_max_steps is not None else itertools.count()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import keyword
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -114,12 +115,12 @@ class Composite(Space):
         """True if ``x`` is a tuple with one element of each sub-space, in order."""
         if not isinstance(x, tuple) or len(x) != len(self._spaces):
             return False
-        return all(s.contains(v) for s, v in zip(self._spaces, x))
+        return all(s.contains(v) for s, v in zip(self._spaces, x, strict=True))
 
     def seed(self, seed: int | None = None) -> None:
         """Seed every sub-space with its own stream derived from ``seed``."""
         children = np.random.SeedSequence(seed).spawn(len(self._spaces))
-        for s, child in zip(self._spaces, children):
+        for s, child in zip(self._spaces, children, strict=True):
             s.seed(int(child.generate_state(1)[0]))
 
     def __eq__(self, other: object) -> bool:
@@ -130,8 +131,8 @@ class Composite(Space):
             and self._spaces == other._spaces
         )
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares contents
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{n}={s!r}" for n, s in zip(self.names, self._spaces))
+        body = ", ".join(f"{n}={s!r}" for n, s in zip(self.names, self._spaces, strict=True))
         return f"Composite({body})"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -122,7 +123,7 @@ class FloatBox(Space):
             and np.array_equal(self.high, other.high)
         )
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares contents
 
     def __repr__(self) -> str:
         return f"FloatBox(low={self.low!r}, high={self.high!r}, shape={self._shape}, dtype={self._dtype})"

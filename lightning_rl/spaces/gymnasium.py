@@ -67,17 +67,21 @@ def from_gymnasium(space: gym_spaces.Space, name: str = "obs", force_float32: bo
         return IntBox(start, start + int(space.n), dtype=space.dtype)
     if isinstance(space, gym_spaces.MultiDiscrete):
         # ``high`` stays an array, so ``n`` is the array of category counts (``nvec``).
-        start = np.asarray(space.start, dtype=np.int64)
-        high = start + space.nvec.astype(np.int64)
-        return IntBox(_uniform_to_scalar(start), high, shape=space.shape, dtype=space.dtype)
+        starts = np.asarray(space.start, dtype=np.int64)
+        high = starts + space.nvec.astype(np.int64)
+        return IntBox(_uniform_to_scalar(starts), high, shape=space.shape, dtype=space.dtype)
     if isinstance(space, gym_spaces.MultiBinary):
         return IntBox(0, 2, shape=space.shape, dtype=space.dtype)
     if isinstance(space, (gym_spaces.Dict, gym_spaces.Tuple)):
         is_dict = isinstance(space, gym_spaces.Dict)
-        keys = list(space.spaces.keys()) if is_dict else list(range(len(space.spaces)))
-        subs = list(space.spaces.values()) if is_dict else list(space.spaces)
+        keys: list[Any]
+        subs: list[gym_spaces.Space[Any]]
+        if isinstance(space, gym_spaces.Dict):
+            keys, subs = list(space.spaces.keys()), list(space.spaces.values())
+        else:
+            keys, subs = list(range(len(space.spaces))), list(space.spaces)
         fields = to_field_names(keys)
-        converted = [from_gymnasium(s, f"{name}_{f}", force_float32) for s, f in zip(subs, fields)]
+        converted = [from_gymnasium(s, f"{name}_{f}", force_float32) for s, f in zip(subs, fields, strict=True)]
         return Composite(converted, NamedTupleSchema(name, fields), keys=keys if is_dict else None)
     raise ValueError(
         f"from_gymnasium: unsupported space {space!r} ({type(space).__name__}); supported are Box, "
@@ -97,7 +101,7 @@ def from_gymnasium_value(space: Space, value: Any) -> Any:
     """
     if isinstance(space, Composite):
         items = value if space.keys is None else [value[k] for k in space.keys]
-        return space.NamedTupleCls(*(from_gymnasium_value(s, v) for s, v in zip(space.spaces, items)))
+        return space.NamedTupleCls(*(from_gymnasium_value(s, v) for s, v in zip(space.spaces, items, strict=False)))
     return np.asarray(value, dtype=space.dtype)
 
 
@@ -113,8 +117,8 @@ def to_gymnasium_value(space: Space, value: Any) -> Any:
         value: The element, e.g. one env's action.
     """
     if isinstance(space, Composite):
-        items = [to_gymnasium_value(s, v) for s, v in zip(space.spaces, value)]
-        return tuple(items) if space.keys is None else dict(zip(space.keys, items))
+        items = [to_gymnasium_value(s, v) for s, v in zip(space.spaces, value, strict=False)]
+        return tuple(items) if space.keys is None else dict(zip(space.keys, items, strict=True))
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
     if isinstance(space, IntBox) and not space.shape:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,14 +59,14 @@ class IntBox(Space):
     ) -> None:
         super().__init__()
         self._dtype = np.dtype(dtype)
-        if not (np.issubdtype(self._dtype, np.integer) or self._dtype == bool):
+        if not (np.issubdtype(self._dtype, np.integer) or self._dtype == np.dtype(bool)):
             raise ValueError(f"IntBox: dtype must be an integer dtype, got dtype={self._dtype}")
-        low_b, high_b = _int_bounds("low", low), _int_bounds("high", high)
-        self._shape = box_shape("IntBox", shape, low_b, high_b)
-        low_b, high_b = _scalar_or_full(low_b, self._shape), _scalar_or_full(high_b, self._shape)
+        low_a, high_a = _int_bounds("low", low), _int_bounds("high", high)
+        self._shape = box_shape("IntBox", shape, low_a, high_a)
+        low_b, high_b = _scalar_or_full(low_a, self._shape), _scalar_or_full(high_a, self._shape)
         if np.any(np.asarray(high_b) <= np.asarray(low_b)):
             raise ValueError(f"IntBox: high must exceed low everywhere, got low={low!r}, high={high!r}")
-        info = np.iinfo(self._dtype) if self._dtype != bool else None
+        info = np.iinfo(self._dtype) if self._dtype != np.dtype(bool) else None
         lo, hi = (0, 1) if info is None else (info.min, info.max)
         if np.any(np.asarray(low_b) < lo) or np.any(np.asarray(high_b) - 1 > hi):
             raise ValueError(f"IntBox: bounds low={low!r}, high={high!r} do not fit dtype={self._dtype}")
@@ -122,7 +123,7 @@ class IntBox(Space):
             and np.array_equal(self.high, other.high)
         )
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares contents
 
     def __repr__(self) -> str:
         return f"IntBox(low={self.low!r}, high={self.high!r}, shape={self._shape}, dtype={self._dtype})"

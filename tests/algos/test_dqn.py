@@ -368,22 +368,6 @@ def test_cli_fit_and_resume_with_the_shipped_config(tmp_path, monkeypatch):
     assert state["lightning_rl"]["train_state"]["updates"] == 4 * 4  # 256 * 1 / 64 per iteration, 4 iterations
 
 
-@pytest.mark.parametrize("config", ["dqn/pong.yaml", "categorical_dqn/pong.yaml", "categorical_dqn/cartpole.yaml"])
-def test_shipped_configs_run(config, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    args = ["fit", "--config", str(ROOT / "configs" / config), "--trainer.enable_progress_bar", "false",
-            "--trainer.callbacks", "[]", "--trainer.enable_checkpointing", "false", "--trainer.logger", "false"]
-    if "pong" in config:
-        args += ["--model.init_args.sampler.init_args.batch_B", "2",
-                 "--model.init_args.sampler.init_args.max_decorrelation_steps", "0",
-                 "--model.init_args.replay_size", "1000", "--model.init_args.min_steps_learn", "64",
-                 "--model.init_args.total_env_steps", "128", "--model.init_args.log_interval_steps", "64"]
-    else:
-        args += ["--model.init_args.min_steps_learn", "256", "--model.init_args.total_env_steps", "512",
-                 "--model.init_args.log_interval_steps", "256", "--model.init_args.replay_ratio", "1"]
-    main(args)
-
-
 # ----- learning -----
 
 

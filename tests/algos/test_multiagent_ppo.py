@@ -200,3 +200,32 @@ def test_multi_agent_ppo_clearly_beats_random_agents():
     print(f"random {random_return:.2f}, trained {trained_return:.2f} after 20480 env steps in {seconds:.1f} s")
     assert len(explorer.traj_infos) == 20
     assert trained_return > random_return + 15.0 and trained_return > 10 * random_return
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_observation_statistics_follow_every_agents_observations(share):
+    # normalize_observation: after each rollout's updates every sub-agent's running statistics
+    # fold in that agent's observations of the rollout (a shared model: every agent's). Before
+    # the fix nothing updated them and the model normalized with mean 0, var 1 for ever.
+    pl.seed_everything(0)
+    module = MultiAgentPPO(
+        MultiAgent(CategoricalPgAgent(hidden_sizes=[16], normalize_observation=True), share_parameters=share),
+        SerialSampler(env_id=COOP_GRID_ID, batch_T=16, batch_B=2),
+        total_env_steps=96, log_interval_steps=32, epochs=1, minibatches=1,
+    )
+    seen: dict[str, list[np.ndarray]] = {name: [] for name in NAMES}
+
+    class Record(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            for name in NAMES:
+                obs = getattr(batch, name).agent_inputs.observation
+                seen[name].append(obs.reshape(-1, obs.shape[-1]).double().numpy())
+
+    make_trainer(callbacks=[Record()]).fit(module)
+    groups = [list(NAMES)] if share else [[name] for name in NAMES]
+    for names in groups:
+        rms = module.agent.sub_agent(names[0]).model.encoder.obs_rms
+        data = np.concatenate([x for name in names for x in seen[name]])
+        assert float(rms.count) == pytest.approx(len(data))  # 3 rollouts x 32 steps (x 2 agents if shared)
+        np.testing.assert_allclose(rms.mean.double().numpy(), data.mean(0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(rms.var.double().numpy(), data.var(0), rtol=1e-4, atol=1e-6)

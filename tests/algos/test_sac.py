@@ -12,7 +12,6 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from lightning_rl.agents import AgentInputs, DdpgAgent, SacAgent
 from lightning_rl.algos import SAC
 from lightning_rl.algos.qpg_common import split_updates
-from lightning_rl.cli import main
 from lightning_rl.envs import make_env
 from lightning_rl.replays import SamplesFromReplay
 from lightning_rl.samplers import SerialSampler
@@ -213,18 +212,6 @@ def test_exact_resume_restores_all_optimizers(tmp_path):
 def test_bad_hyperparameters_name_the_parameter(kwargs, match):
     with pytest.raises(ValueError, match=match):
         pendulum_sac(**kwargs)
-
-
-@pytest.mark.parametrize("config", ["sac/pendulum.yaml", "sac/halfcheetah.yaml", "sac/hopper.yaml",
-                                    "sac/humanoid.yaml"])
-def test_shipped_configs_run(config, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    main(["fit", "--config", str(ROOT / "configs" / config), "--trainer.enable_progress_bar", "false",
-          "--trainer.logger", "false", "--model.init_args.total_env_steps", "256",
-          "--model.init_args.min_steps_learn", "128", "--model.init_args.batch_size", "16",
-          "--model.init_args.replay_ratio", "2", "--model.init_args.log_interval_steps", "128",
-          "--model.init_args.replay_size", "1024"])
-    assert list(tmp_path.glob("lightning_logs/*/checkpoints/last.ckpt"))
 
 
 @pytest.mark.slow

@@ -1,0 +1,128 @@
+"""Every shipped config trains through the CLI: finite losses, the env-step budget reached, and a
+checkpoint that loads into a fresh module built from the same config.
+
+Each run shrinks the config to a few sampler iterations (small batches, a small replay, learning
+from the second iteration on) but keeps its algorithm, agent, model, sampler class and env.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytorch_lightning as pl
+import torch
+import yaml
+
+from lightning_rl.algos.base import RLModule
+from lightning_rl.cli import RLCLI, RLTrainer, main
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted(str(p.relative_to(ROOT / "configs")) for p in (ROOT / "configs").glob("*/*.yaml"))
+#: Env steps of the shrunk runs: four sampler iterations of 16 x 2.
+BUDGET = 128
+
+#: What :class:`RecordLosses` saw in the current test (the CLI builds the callback itself).
+RECORDED: dict[str, list[float]] = {}
+
+
+class RecordLosses(pl.Callback):
+    """Keeps every logged metric whose name contains ``loss`` after each training batch."""
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        for name, value in trainer.callback_metrics.items():
+            if "loss" in name:
+                RECORDED.setdefault(name, []).append(float(value))
+
+
+def shrink(config: str) -> list[str]:
+    """CLI overrides that keep ``config``'s parts but make it a few-iteration run."""
+    cfg = yaml.safe_load((ROOT / "configs" / config).read_text())
+    model = cfg["model"]
+    algo = model["class_path"].rsplit(".", 1)[1]
+    sampler_args = model["init_args"]["sampler"].get("init_args", {})
+    prefix = "--model.init_args."
+    args = [f"{prefix}sampler.init_args.batch_T", "16", f"{prefix}sampler.init_args.batch_B", "2",
+            f"{prefix}total_env_steps", str(BUDGET), f"{prefix}log_interval_steps", "32"]
+    if "max_decorrelation_steps" in sampler_args:
+        args += [f"{prefix}sampler.init_args.max_decorrelation_steps", "0"]
+    if "Alternating" in model["init_args"]["sampler"]["class_path"]:
+        args += [f"{prefix}sampler.init_args.batch_B", "4"]  # two halves of two envs
+    if "eval_n_envs" in sampler_args:
+        args += [f"{prefix}sampler.init_args.eval_n_envs", "2"]
+    if algo in ("PPO", "MultiAgentPPO"):
+        args += [f"{prefix}minibatches", "2", f"{prefix}epochs", "2"]
+    elif algo == "A2C":
+        pass
+    elif algo == "R2D1":
+        # Sequences of 2 burn-in + 4 training rows; the first whole sequence exists after
+        # (2 + 4 + 2 n) rows of batch_B envs (up to 4).
+        args += [f"{prefix}batch_T", "4", f"{prefix}warmup_T", "2", f"{prefix}rnn_state_interval", "2",
+                 f"{prefix}n_step_return", "2", f"{prefix}batch_size", "4", f"{prefix}replay_size", "1024",
+                 f"{prefix}min_steps_learn", "64", f"{prefix}replay_ratio", "1"]
+    else:
+        args += [f"{prefix}batch_size", "8", f"{prefix}replay_size", "1024", f"{prefix}min_steps_learn", "32",
+                 f"{prefix}replay_ratio", "1"]
+    return args
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_shipped_config_trains_to_its_budget_with_finite_losses_and_a_loadable_checkpoint(
+    config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    RECORDED.clear()
+    callbacks = [
+        {"class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
+         "init_args": {"dirpath": str(tmp_path / "ckpt"), "save_last": True}},
+        {"class_path": f"{__name__}.RecordLosses"},
+    ]
+    args = ["--config", str(ROOT / "configs" / config), *shrink(config)]
+    main(["fit", *args, "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
+          "--trainer.callbacks", json.dumps(callbacks)])
+
+    # Updates happened and every loss they logged is a number.
+    assert RECORDED, f"{config}: no loss was logged"
+    for name, values in RECORDED.items():
+        assert all(math.isfinite(v) for v in values), f"{config}: {name} = {values}"
+
+    # The budget was reached, and the checkpoint holds it.
+    last = tmp_path / "ckpt" / "last.ckpt"
+    state = torch.load(last, weights_only=True)
+    assert state["lightning_rl"]["train_state"]["env_steps"] == BUDGET
+
+    # A fresh module from the same config takes the checkpoint: the same weights, the same counters.
+    cli = RLCLI(RLModule, trainer_class=RLTrainer, subclass_mode_model=True, run=False,
+                args=[*args, "--trainer.logger", "false", "--trainer.enable_progress_bar", "false"])
+    fresh = cli.model
+    fresh.on_load_checkpoint(state)
+    fresh.load_state_dict(state["state_dict"])
+    assert fresh.train_state.env_steps == BUDGET
+    loaded = fresh.state_dict()
+    assert loaded.keys() == state["state_dict"].keys()
+    for key, value in state["state_dict"].items():
+        if not isinstance(value, torch.Tensor):  # a module's extra state (plain data)
+            assert_same_data(loaded[key], value, key)
+            continue
+        assert torch.isfinite(value.float()).all(), f"{config}: non-finite {key} in the checkpoint"
+        assert torch.equal(loaded[key], value), key
+
+
+def assert_same_data(a: Any, b: Any, where: str) -> None:
+    """``a`` and ``b`` hold the same containers, numbers and tensors (tensors equal bit for bit)."""
+    assert type(a) is type(b), where
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            assert_same_data(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_data(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
