@@ -16,7 +16,6 @@ bootstrapped returns. Recurrent agents train on the whole rollout, masked after 
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent

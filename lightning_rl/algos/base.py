@@ -25,7 +25,8 @@ import math
 import os
 import pickle
 import random
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 import pytorch_lightning as pl
@@ -75,6 +76,9 @@ class RLModule(pl.LightningModule):
             default). Small MLPs train several times faster with 1, most of all when other
             processes (sampler workers) share the cores.
     """
+
+    agent: BaseAgent
+    sampler: BaseSampler
 
     def __init__(
         self,
@@ -163,7 +167,9 @@ class RLModule(pl.LightningModule):
 
     def replay_kwargs(self) -> dict[str, Any]:
         """Extra :class:`~lightning_rl.replays.ReplayBuffer` arguments (frame storage, sequences)."""
-        return {"frame_stack": frame_stack_of(self.sampler.samples.env.observation)}
+        samples = self.sampler.samples
+        assert samples is not None, "the sampler is initialized in setup()"
+        return {"frame_stack": frame_stack_of(samples.env.observation)}
 
     def build_replay(self) -> None:
         """Allocate the replay from one step of the sampler's buffer (its dtypes and shapes)."""
@@ -202,7 +208,7 @@ class RLModule(pl.LightningModule):
     @property
     def profiler(self) -> Profiler:
         """The Trainer's profiler: a no-op ``PassThroughProfiler`` unless ``Trainer(profiler=...)``."""
-        return self._trainer.profiler if self._trainer is not None else _NO_PROFILER
+        return cast(Any, self._trainer).profiler if self._trainer is not None else _NO_PROFILER
 
     def configure_callbacks(self) -> list[pl.Callback]:
         """Episode statistics and throughput are part of every run."""
@@ -239,7 +245,7 @@ class RLModule(pl.LightningModule):
         module_hooks = (*_UPDATE_HOOKS, "backward", "configure_gradient_clipping")
         if any(getattr(type(self), h) is not getattr(pl.LightningModule, h) for h in module_hooks):
             return False
-        callbacks = self.trainer.callbacks
+        callbacks = cast(Any, self.trainer).callbacks
         return all(getattr(type(c), h) is getattr(pl.Callback, h) for c in callbacks for h in _UPDATE_HOOKS)
 
     def update_step(
@@ -268,7 +274,7 @@ class RLModule(pl.LightningModule):
             for optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
             self.manual_backward(loss)
-            for optimizer, clip in zip(optimizers, clips):
+            for optimizer, clip in zip(optimizers, clips, strict=True):
                 if clip is not None:
                     self.clip_gradients(optimizer, gradient_clip_val=clip, gradient_clip_algorithm="norm")
             for optimizer in optimizers:
@@ -278,10 +284,10 @@ class RLModule(pl.LightningModule):
         for inner in inners:
             inner.zero_grad(set_to_none=True)
         loss.backward()
-        for inner, clip in zip(inners, clips):
+        for inner, clip in zip(inners, clips, strict=True):
             if clip is not None:
                 clip_grad_norm_([p for g in inner.param_groups for p in g["params"]], clip)
-        for optimizer, inner in zip(optimizers, inners):
+        for optimizer, inner in zip(optimizers, inners, strict=True):
             # The manual-optimization loop's own step bookkeeping (global_step, profiler).
             optimizer._on_before_step()
             inner.step()
@@ -333,7 +339,7 @@ class RLModule(pl.LightningModule):
         much as a small update, so skipping the iterations in between matters.
         """
         itr = self.train_state.itr
-        every = self.trainer.log_every_n_steps if self._trainer is not None else 1
+        every = cast(Any, self.trainer).log_every_n_steps if self._trainer is not None else 1
         return itr % max(every, 1) == 0 or itr % self.iterations_per_epoch == 0 or self.budget_reached
 
     def log_step_metrics(self, metrics: dict[str, Any]) -> None:
@@ -352,7 +358,9 @@ class RLModule(pl.LightningModule):
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.logging_due():
-            self.log("env_steps", float(self.global_env_steps), on_step=True, on_epoch=False, prog_bar=True, batch_size=1)
+            self.log(
+                "env_steps", float(self.global_env_steps), on_step=True, on_epoch=False, prog_bar=True, batch_size=1
+            )
         if self.budget_reached:
             self.trainer.should_stop = True
 
@@ -461,7 +469,8 @@ def build_optimizer(
     if not params:
         raise ValueError("no parameters to optimize: was the agent initialized (setup) before configure_optimizers?")
     if optimizer is not None:
-        return optimizer(params, lr=lr)
+        # LightningCLI's callable takes the parameters; the keyword reaches the optimizer class.
+        return optimizer(params, lr=lr)  # type: ignore[call-arg]
     devices = {p.device.type for p in params if isinstance(p, torch.Tensor)}
     use_fused = bool(devices) and devices <= {"cpu", "cuda"}
     return torch.optim.Adam(params, lr=lr, eps=eps, fused=use_fused or None)

@@ -21,13 +21,13 @@ it for all atoms at once without index scatter (Rowland et al. 2018). ``R_n``, `
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
-from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import CatDqnAgent
 from lightning_rl.algos.dqn import DQN
-from lightning_rl.replays import SamplesFromReplay
 
 #: Floor of the predicted probabilities inside ``log`` (rlpyt's value).
 LOG_P_MIN = 1e-6
@@ -108,14 +108,15 @@ class CategoricalDQN(DQN):
     :class:`~lightning_rl.agents.CatDqnAgent`.
     """
 
+    agent: CatDqnAgent
     priority_term = "kl"
 
-    def check_agent(self, agent: BaseAgent) -> None:
+    def check_agent(self, agent: Any) -> None:
         """Raise ``ValueError`` unless ``agent`` is a ``CatDqnAgent``."""
         if not isinstance(agent, CatDqnAgent):
             raise ValueError(f"{type(self).__name__} needs a CatDqnAgent, got agent={type(agent).__name__}")
 
-    def loss(self, batch: SamplesFromReplay) -> dict[str, Tensor]:
+    def loss(self, batch: Any) -> dict[str, Tensor]:
         """The online and target networks' forward passes, then :func:`categorical_dqn_loss`:
         ``loss`` and the per-sample terms ``[N]``."""
         p = self.agent(*batch.agent_inputs)

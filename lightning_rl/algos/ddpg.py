@@ -28,7 +28,7 @@ critics (one here), and ``L_mu`` uses the first critic.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -117,6 +117,8 @@ class DDPG(RLModule):
         ValueError: Naming a bad hyperparameter, or if ``agent`` is not a ``DdpgAgent``.
     """
 
+    agent: DdpgAgent
+
     def __init__(
         self,
         agent: DdpgAgent,
@@ -193,7 +195,7 @@ class DDPG(RLModule):
         ``target_update_interval`` updates a soft target update. Logs the mean metrics."""
         if not batch:
             return
-        mu_optimizer, q_optimizer = self.optimizers()
+        mu_optimizer, q_optimizer = cast(list[Any], self.optimizers())
         state = self.train_state
         q_rows: list[Tensor] = []
         mu_rows: list[Tensor] = []
@@ -219,7 +221,7 @@ class DDPG(RLModule):
         agent = self.agent
         with torch.no_grad():
             next_q = as_tuple(agent.target_q_at_mu(*batch.next_inputs))
-        q_values = as_tuple(agent.q(*batch.inputs, agent.to_env_action(batch.action)))
+        q_values = as_tuple(agent.q(*batch.inputs, agent.to_env_action(batch.action)))  # type: ignore[call-arg]
         loss, terms = ddpg_q_loss(q_values, batch.return_, batch.bootstrap, next_q, q_target_clip=self.q_target_clip)
         return {"q_loss": loss, **terms}
 

@@ -32,7 +32,7 @@ forces Lightning's path.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +42,6 @@ from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import CatDqnAgent, DqnAgent, R2d1Agent
 from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer
 from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
-from lightning_rl.replays import SamplesFromReplay
 from lightning_rl.samplers.base import BaseSampler
 
 #: Added to ``|TD error|`` so no transition's priority drops to zero (Schaul et al. 2016).
@@ -141,6 +140,8 @@ class DQN(RLModule):
         ValueError: On a bad hyperparameter (the message names it) or an agent of another kind.
     """
 
+    agent: DqnAgent
+
     def __init__(
         self,
         agent: BaseAgent,
@@ -218,7 +219,7 @@ class DQN(RLModule):
         self.soft_target_update = SoftTargetUpdate()
         self.save_hyperparameters(ignore=["agent", "sampler", "optimizer"])
 
-    def check_agent(self, agent: BaseAgent) -> None:
+    def check_agent(self, agent: Any) -> None:
         """Raise ``ValueError`` unless ``agent`` is a feed-forward, scalar-Q ``DqnAgent``."""
         if not isinstance(agent, DqnAgent) or isinstance(agent, (CatDqnAgent, R2d1Agent)):
             raise ValueError(f"{type(self).__name__} needs a DqnAgent, got agent={type(agent).__name__}")
@@ -232,11 +233,11 @@ class DQN(RLModule):
     #: The per-sample term of :meth:`loss` that becomes the new priority (plus ``PRIORITY_EPS``).
     priority_term = "td_abs"
 
-    def training_step(self, batch: SamplesFromReplay | tuple, batch_idx: int) -> None:
+    def training_step(self, batch: Any, batch_idx: int) -> None:
         """``K`` updates on the stacked replay batches ``[K, batch_size, ...]`` (none if empty)."""
         if not batch:
             return
-        optimizer = self.optimizers()
+        optimizer = cast(Any, self.optimizers())
         self.apply_lr_schedule([optimizer], self.linear_lr_schedule)
         losses: list[Tensor] = []
         per_sample: dict[str, list[Tensor]] = {}
@@ -256,7 +257,7 @@ class DQN(RLModule):
             self.replay.update_batch_priorities(batch.idxs.reshape(-1), priorities)
         if not self.logging_due():
             return
-        metrics = {"train/loss": torch.stack(losses).mean()}
+        metrics: dict[str, Any] = {"train/loss": torch.stack(losses).mean()}
         metrics.update({f"train/{name}_mean": values.mean() for name, values in stacked.items()})
         metrics["train/updates"] = self.train_state.updates
         metrics["train/epsilon"] = float(torch.as_tensor(self.agent.eps_sample).mean())
@@ -265,7 +266,7 @@ class DQN(RLModule):
             metrics["train/pri_beta"] = self.replay.beta
         self.log_step_metrics(metrics)
 
-    def loss(self, batch: SamplesFromReplay) -> dict[str, Tensor]:
+    def loss(self, batch: Any) -> dict[str, Tensor]:
         """The online and target networks' forward passes, then :func:`dqn_loss`: ``loss`` and
         the per-sample terms ``[N]``."""
         q = self.agent(*batch.agent_inputs)
@@ -280,4 +281,5 @@ class DQN(RLModule):
         return {"loss": loss, **terms}
 
     def configure_optimizers(self) -> Any:
-        return build_optimizer(self.optimizer, self.agent.parameters_for("model"), self.learning_rate, self.optimizer_eps)
+        params = self.agent.parameters_for("model")
+        return build_optimizer(self.optimizer, params, self.learning_rate, self.optimizer_eps)

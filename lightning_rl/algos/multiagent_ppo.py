@@ -92,6 +92,7 @@ class MultiAgentOnPolicyDataset(OnPolicyDataset):
         super().__init__(
             sampler, agent, state, iterations_per_epoch, discount, gae_lambda, normalize_advantage, recurrent
         )
+        self.agent: MultiAgent = agent
         self.agent_rewards_key = agent_rewards_key
         self.batch_schema = NamedArrayTupleSchema("MultiAgentBatch", agent.agent_names)
 
@@ -138,6 +139,8 @@ class MultiAgentPPO(OnPolicyAlgorithm):
         ValueError: If ``agent`` is not a ``MultiAgent``; in ``setup``, if the env has no
             ``agent_rewards_key`` info with one entry per agent.
     """
+
+    agent: MultiAgent
 
     def __init__(
         self,
@@ -225,7 +228,7 @@ class MultiAgentPPO(OnPolicyAlgorithm):
                 iterate_minibatches(getattr(batch, name), self.minibatches, self.recurrent, self.minibatch_generator)
                 for name in names
             ]
-            for minibatches in zip(*per_agent):
+            for minibatches in zip(*per_agent, strict=True):
                 terms = self.loss(batch._new(minibatches), ratio_clip)
                 # Clipped per learner: one learner's large gradient does not shrink another's step.
                 self.update_step(optimizers, terms["loss"], self.clip_grad_norm)
@@ -279,6 +282,6 @@ class MultiAgentPPO(OnPolicyAlgorithm):
         """Fold each agent's observations of the rollout into its sub-agent's running statistics
         (a shared model sees every agent's observations)."""
         for name in self.agent.agent_names:
-            sub = self.agent.sub_agent(name)
-            if hasattr(sub, "update_obs_rms"):
-                sub.update_obs_rms(getattr(batch, name).agent_inputs.observation, all_gather)
+            update = getattr(self.agent.sub_agent(name), "update_obs_rms", None)
+            if update is not None:
+                update(getattr(batch, name).agent_inputs.observation, all_gather)

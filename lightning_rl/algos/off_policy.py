@@ -11,7 +11,8 @@ same buffer, epsilon and counters.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from lightning_fabric.plugins import CheckpointIO, TorchCheckpointIO
@@ -91,13 +92,13 @@ class ReplaySetup:
         if not 0.0 <= discount <= 1.0:
             raise ValueError(f"discount must be in [0, 1], got {discount}")
         if prioritized_replay:
-            for name, value in (("pri_alpha", pri_alpha), ("pri_beta_init", pri_beta_init),
-                                ("pri_beta_final", pri_beta_final)):
-                if not value >= 0:
-                    raise ValueError(f"{name} must be >= 0, got {value}")
-            for name, value in (("pri_beta_steps", pri_beta_steps), ("default_priority", default_priority)):
-                if not value > 0:
-                    raise ValueError(f"{name} must be > 0, got {value}")
+            for name, number in (("pri_alpha", pri_alpha), ("pri_beta_init", pri_beta_init),
+                                 ("pri_beta_final", pri_beta_final)):
+                if not number >= 0:
+                    raise ValueError(f"{name} must be >= 0, got {number}")
+            for name, number in (("pri_beta_steps", pri_beta_steps), ("default_priority", default_priority)):
+                if not number > 0:
+                    raise ValueError(f"{name} must be > 0, got {number}")
         self.batch_size = int(batch_size)
         self.replay_size = int(replay_size)
         self.replay_ratio = replay_ratio
@@ -203,7 +204,8 @@ class SoftTargetUpdate:
             o_state = dict(online.named_parameters())
             o_state.update(online.named_buffers())
             if t_state.keys() != o_state.keys():
-                raise ValueError(f"target network does not match its online network: {sorted(t_state ^ o_state)}")
+                differ = sorted(t_state.keys() ^ o_state.keys())
+                raise ValueError(f"target network does not match its online network: {differ}")
             for name, dst in t_state.items():
                 src = o_state[name].detach()
                 if dst.is_floating_point():

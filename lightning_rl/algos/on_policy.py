@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.samplers.base import BaseSampler
 from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer
 from lightning_rl.datasets.on_policy import OnPolicyBatch, OnPolicyDataset
+from lightning_rl.samplers.base import BaseSampler
 
 
 class OnPolicyAlgorithm(RLModule):
@@ -127,7 +127,8 @@ class OnPolicyAlgorithm(RLModule):
         return dist_info, value
 
     def configure_optimizers(self) -> Any:
-        return build_optimizer(self.optimizer, self.agent.parameters_for("model"), self.learning_rate, self.optimizer_eps)
+        params = self.agent.parameters_for("model")
+        return build_optimizer(self.optimizer, params, self.learning_rate, self.optimizer_eps)
 
     def optimizer_list(self) -> list[Any]:
         """``self.optimizers()`` as a list (Lightning returns a lone optimizer unwrapped)."""
@@ -151,4 +152,6 @@ class OnPolicyAlgorithm(RLModule):
 
     def update_obs_statistics(self, batch: Any, all_gather: Any) -> None:
         """Fold the rollout's observations into the agent's running statistics."""
-        self.agent.update_obs_rms(batch.agent_inputs.observation, all_gather)
+        update = getattr(self.agent, "update_obs_rms", None)  # policy-gradient agents have it
+        if update is not None:
+            update(batch.agent_inputs.observation, all_gather)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -75,7 +76,8 @@ def split_updates(agent: Any, batch: Any, reward_scale: float, bootstrap_timelim
     if reward_scale != 1.0:
         return_ = return_ * reward_scale
     columns = [_unbind(x) for x in (*inputs, action, return_, bootstrap, *next_inputs)]
-    return [QpgBatch(AgentInputs(*row[:3]), row[3], row[4], row[5], AgentInputs(*row[6:])) for row in zip(*columns)]
+    rows = zip(*columns, strict=False)  # absent inputs are Nones for ever
+    return [QpgBatch(AgentInputs(*row[:3]), row[3], row[4], row[5], AgentInputs(*row[6:])) for row in rows]
 
 
 def _unbind(x: torch.Tensor | None) -> Iterable[torch.Tensor | None]:

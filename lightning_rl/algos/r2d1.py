@@ -34,7 +34,7 @@ ends (masked as above) instead of being padded; input priorities see one sampler
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -45,12 +45,12 @@ from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import R2d1Agent
 from lightning_rl.agents.recurrent import rnn_state_from_samples
 from lightning_rl.algos.base import OptimizerCallable
-from lightning_rl.algos.dqn import PRIORITY_EPS, DQN
+from lightning_rl.algos.dqn import DQN, PRIORITY_EPS
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.datasets.replay import ReplayDataset
-from lightning_rl.replays import SequenceSamplesFromReplay, compute_n_step_targets
+from lightning_rl.replays import compute_n_step_targets
 from lightning_rl.returns import valid_from_done
 from lightning_rl.samplers.base import BaseSampler
 
@@ -295,10 +295,11 @@ class R2D1(DQN):
         self.pri_eta = float(pri_eta)
         self.input_priorities = input_priorities
 
+    agent: R2d1Agent
     #: The per-sequence term of :meth:`loss` that becomes the new priority (plus ``PRIORITY_EPS``).
     priority_term = "priority"
 
-    def check_agent(self, agent: BaseAgent) -> None:
+    def check_agent(self, agent: Any) -> None:
         """Raise ``ValueError`` unless ``agent`` is an ``R2d1Agent``."""
         if not isinstance(agent, R2d1Agent):
             raise ValueError(f"{type(self).__name__} needs an R2d1Agent, got agent={type(agent).__name__}")
@@ -311,9 +312,11 @@ class R2D1(DQN):
         return (self.warmup_T + self.batch_T + 2 * self.n_step_return) * self.sampler.batch_spec.B
 
     def setup(self, stage: str) -> None:
-        if stage == "fit" and self.replay_setup.min_steps_learn < self.min_steps_needed:
+        assert self.replay_setup is not None
+        min_steps_learn = self.replay_setup.min_steps_learn
+        if stage == "fit" and min_steps_learn < self.min_steps_needed:
             raise ValueError(
-                f"min_steps_learn={self.replay_setup.min_steps_learn} is less than the {self.min_steps_needed} env steps "
+                f"min_steps_learn={min_steps_learn} is less than the {self.min_steps_needed} env steps "
                 f"(warmup_T + batch_T + 2 * n_step_return rows x batch_B) before a whole sequence is stored"
             )
         super().setup(stage)
@@ -380,14 +383,14 @@ class R2D1(DQN):
         return out
 
     def make_dataset(self) -> ReplayDataset:
-        dataset = super().make_dataset()
+        dataset = cast(ReplayDataset, super().make_dataset())
         # replay_ratio counts replayed training rows (rlpyt): a batch trains batch_size * batch_T.
         dataset.updates_per_iteration /= self.batch_T
         return dataset
 
     # ----- loss -----
 
-    def loss(self, batch: SequenceSamplesFromReplay) -> dict[str, Tensor]:
+    def loss(self, batch: Any) -> dict[str, Tensor]:
         """Burn-in, the online and target networks over the training rows, then :func:`r2d1_loss`.
 
         ``batch`` holds ``N`` sequences ``[warmup_T + batch_T + n, N]``. A sequence whose episode
@@ -399,13 +402,13 @@ class R2D1(DQN):
         if wT > 0:
             with torch.no_grad():
                 _, online_state = self.agent(*inputs[:wT], online_state)
-                _, target_state = self.agent.target(*inputs[:wT], target_state)
+                _, target_state = self.agent.target(*inputs[:wT], target_state)  # type: ignore[call-arg]
             keep = (~batch.done[:wT].any(dim=0)).to(online_state.h.dtype)[None, :, None]  # [1, N, 1]
             online_state = buffer_func(online_state, lambda s: s * keep)
             target_state = buffer_func(target_state, lambda s: s * keep)
         q, _ = self.agent(*inputs[wT:], online_state)  # [bT + n, N, A]
         with torch.no_grad():
-            target_q, _ = self.agent.target(*inputs[wT:], target_state)
+            target_q, _ = self.agent.target(*inputs[wT:], target_state)  # type: ignore[call-arg]
         loss, terms = r2d1_loss(
             q, target_q, batch.action[wT : wT + self.batch_T], batch.return_[wT:], batch.done[wT:],
             batch.done_n[wT:], batch.discount_n[wT:], batch.n_steps[wT:], batch_T=self.batch_T,

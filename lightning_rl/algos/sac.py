@@ -15,8 +15,9 @@ action dim) unless ``fixed_alpha`` is given. ``d`` is 1 after a termination insi
 window; after a time-out the target bootstraps from the truncated episode's last state
 (``bootstrap_timelimit=True``) or not at all. ``y`` is clipped to ``+-q_target_clip`` if set.
 
-:func:`sac_loss` is the three losses as a pure function of tensors. All three come from the same parameters (rlpyt's SAC steps them one after another from
-one forward pass), so one ``manual_backward`` of ``L_q + L_pi + L_alpha`` gives each optimizer
+:func:`sac_loss` is the three losses as a pure function of tensors. All three come from the same
+parameters (rlpyt's SAC steps them one after another from one forward pass), so one
+``manual_backward`` of ``L_q + L_pi + L_alpha`` gives each optimizer
 exactly its own gradients: the policy loss runs the critics with their weights held constant
 and ``alpha`` enters the critic and policy losses as a constant. Then the policy, critic and
 alpha optimizers step, and every ``target_update_interval`` updates the target critics move
@@ -33,7 +34,7 @@ prior, and only reparameterized policy gradients (rlpyt's ``reparameterize=True`
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -147,6 +148,8 @@ class SAC(RLModule):
         ValueError: Naming a bad hyperparameter, or if ``agent`` is not a ``SacAgent``.
     """
 
+    agent: SacAgent
+
     def __init__(
         self,
         agent: SacAgent,
@@ -245,7 +248,7 @@ class SAC(RLModule):
     def training_step(self, batch: Any, batch_idx: int) -> None:
         if not batch:
             return
-        optimizers = self.optimizers()
+        optimizers = cast(list[Any], self.optimizers())
         # Policy and critics clipped separately; alpha (a scalar) never.
         clips = [self.clip_grad_norm, self.clip_grad_norm, None][: len(optimizers)]
         rows: list[Tensor] = []
@@ -262,7 +265,7 @@ class SAC(RLModule):
     def loss(self, batch: QpgBatch) -> dict[str, Tensor]:
         """The networks' forward passes for one replay batch, then :func:`sac_loss`: ``loss`` (the
         sum of the three) and its terms."""
-        agent = self.agent
+        agent = cast(Any, self.agent)  # its networks exist once setup() built them
         with torch.no_grad():
             next_action, next_log_pi = self.policy_sample(batch.next_inputs)
             next_q1 = agent.target_q1_model(*batch.next_inputs, next_action)
@@ -280,7 +283,7 @@ class SAC(RLModule):
 
     def policy_sample(self, inputs: Any) -> tuple[Tensor, Tensor]:
         """Reparameterized squashed action ``[N, A]`` (network scale) and its ``log pi`` ``[N]``."""
-        mean, log_std = self.agent.model(*inputs)
+        mean, log_std = cast(Any, self.agent.model)(*inputs)
         return self.agent.distribution.sample_loglikelihood(DistInfoStd(mean=mean, log_std=log_std))
 
     def configure_optimizers(self) -> Any:

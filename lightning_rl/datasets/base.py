@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from torch.utils.data import IterableDataset

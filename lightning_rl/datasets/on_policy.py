@@ -10,7 +10,8 @@ dataset has a ``__len__`` so Lightning does not fetch ahead).
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch

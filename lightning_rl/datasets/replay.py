@@ -13,7 +13,8 @@ Every replay batch carries its own ``idxs`` and ``is_weights``, so priorities co
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
