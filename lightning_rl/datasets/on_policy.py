@@ -103,7 +103,8 @@ class OnPolicyDataset(SamplerDataset):
             valid *= valid_from_done(done.astype(np.float32))
         if self.normalize_advantage:
             adv = advantage[valid > 0]
-            advantage = (advantage - adv.mean()) / (adv.std() + 1e-8)
+            if adv.size:  # a rollout without a valid step (all truncated) keeps its zero advantages
+                advantage = (advantage - adv.mean()) / (adv.std() + 1e-8)
         agent_info = s.agent.agent_info
         init_rnn_state = None
         if self.recurrent:

@@ -76,3 +76,12 @@ def test_advantages_standardized_over_valid_steps_only():
     np.testing.assert_array_equal(valid, [1.0, 0.0, 1.0, 1.0])
     assert advantage[valid > 0].mean() == pytest.approx(0.0, abs=1e-6)
     assert advantage[valid > 0].std() == pytest.approx(1.0, rel=1e-5)
+
+
+def test_rollout_without_a_valid_step_keeps_finite_zero_advantages():
+    # Every step truncated: nothing to standardize over. The advantages stay the timeout form's
+    # zeros instead of becoming NaN (mean and std of an empty selection).
+    with np.errstate(all="raise"):
+        advantage, _, valid = _process([1, 1, 1, 1], [1, 1, 1, 1], normalize_advantage=True)
+    np.testing.assert_array_equal(valid, [0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(advantage, [0.0, 0.0, 0.0, 0.0])
