@@ -96,7 +96,7 @@ class _Timed(pl.Callback):
 
 def build_module(iterations: int, warm_itr: int, updates_per_itr: int) -> DQN:
     return DQN(
-        DqnAgent(eps_itr_min=0, eps_itr_max=1),
+        DqnAgent(eps_steps_min=0, eps_steps_max=T * B),
         SerialSampler(env_id=PongShapedEnv, batch_T=T, batch_B=B),
         batch_size=BATCH, replay_size=20_000, replay_ratio=updates_per_itr * BATCH / (T * B),
         min_steps_learn=warm_itr * T * B, target_update_interval=TARGET_INTERVAL, learning_rate=2.5e-4,

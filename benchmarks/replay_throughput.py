@@ -42,7 +42,7 @@ import torch
 from lightning_rl.data import namedarraytuple
 from lightning_rl.replays import ReplayBuffer, UniformSampler
 
-Transition = namedarraytuple("Transition", ["observation", "action", "reward", "done", "timeout"])
+Transition = namedarraytuple("Transition", ["observation", "action", "reward", "done", "truncated"])
 CHUNK = 1000  # steps per append while filling
 SHAPES = {  # batch size, n-step, approximate bytes per transition of ours and of SB3 (for sizing)
     "atari": (32, 3, 7.1e3, 4 * 84 * 84 + 16),
@@ -74,8 +74,8 @@ def make_chunk(shape: str, rng: np.random.Generator) -> Any:
         obs = rng.standard_normal((CHUNK, 1, 17)).astype(np.float32)
         action = rng.uniform(-1, 1, (CHUNK, 1, 6)).astype(np.float32)
     done = rng.random((CHUNK, 1)) < 1e-3
-    timeout = done & (rng.random((CHUNK, 1)) < 0.5)
-    return Transition(obs, action, rng.standard_normal((CHUNK, 1)).astype(np.float32), done, timeout)
+    truncated = done & (rng.random((CHUNK, 1)) < 0.5)
+    return Transition(obs, action, rng.standard_normal((CHUNK, 1)).astype(np.float32), done, truncated)
 
 
 def build_ours(shape: str, chunk: Any, size: int) -> tuple[ReplayBuffer, ReplayBuffer, float]:
@@ -90,7 +90,7 @@ def build_ours(shape: str, chunk: Any, size: int) -> tuple[ReplayBuffer, ReplayB
         replay.append_samples(chunk)
     fill_s = time.perf_counter() - start
     uniform = copy.copy(replay)
-    uniform.sampler = UniformSampler(replay.storage, replay.sampler.min_age, exclude_timeouts=True, rng=replay.rng)
+    uniform.sampler = UniformSampler(replay.storage, replay.sampler.min_age, exclude_truncated=True, rng=replay.rng)
     return replay, uniform, fill_s
 
 

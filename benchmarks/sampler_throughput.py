@@ -68,7 +68,7 @@ class AtariGymnasiumEnv(gymnasium.Env):
 
     def step(self, action: Any):
         o, r, d, info = self.env.step(action)
-        return o, r, d and not info.timeout, bool(info.timeout), {}
+        return o, r, d and not info.truncated, bool(info.truncated), {}
 
 
 def gymnasium_factory(env_id: str) -> Callable[[], gymnasium.Env]:

@@ -19,6 +19,7 @@ resumes it (``RunDirectoryCallback``, added unless the config has one).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,8 +79,45 @@ class RLTrainer(pl.Trainer):
         return results
 
 
+def migrate_hyperparameters(hparams: dict[str, Any]) -> dict[str, Any]:
+    """Hyperparameters saved by an older lightning_rl, in today's form (a copy).
+
+    ``optimizer`` was a name (``"adam"`` or ``"rmsprop"``) before any torch optimizer could be given
+    by class path: ``"adam"`` is today's default (None) and ``"rmsprop"`` the same RMSprop
+    (``alpha`` 0.99, ``eps`` = ``optimizer_eps``) as a class path.
+    """
+    hparams = dict(hparams)
+    optimizer = hparams.get("optimizer")
+    if optimizer == "adam":
+        hparams["optimizer"] = None
+    elif optimizer == "rmsprop":
+        eps = float(hparams.get("optimizer_eps", 1e-5))
+        hparams["optimizer"] = {"class_path": "torch.optim.RMSprop", "init_args": {"alpha": 0.99, "eps": eps}}
+    return hparams
+
+
 class RLCLI(LightningCLI):
     """LightningCLI whose model is any :class:`RLModule` subclass (PPO, A2C, ...)."""
+
+    def _parse_ckpt_path(self) -> None:
+        # LightningCLI applies the checkpoint's saved hyperparameters over the config; those of
+        # older versions are migrated first so their checkpoints keep loading.
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if not ckpt_path or not Path(ckpt_path).is_file():
+            return super()._parse_ckpt_path()
+        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get("hyper_parameters", {})
+        hparams = migrate_hyperparameters({k: v for k, v in hparams.items() if k != "_instantiator"})
+        if not hparams:
+            return None
+        if "_class_path" in hparams:
+            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
+        try:
+            self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
+        except SystemExit:
+            sys.stderr.write(f"Parsing the hyperparameters of {ckpt_path} failed\n")
+            raise
+        return None
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:

@@ -20,7 +20,7 @@ A trajectory of ``n_steps`` steps from ``B`` envs holds ``n_steps + 1`` rows (di
                                      with ``collector="wait_reset"`` also 0 on the padding rows
                                      after an episode's end
 ``/rewards`` ``[B, T + 1, 1]``       reward of step ``t``; NaN in the final row
-``/infos/<key>``                     the env's ``env_info`` fields (``timeout``, ``terminated``,
+``/infos/<key>``                     the env's ``env_info`` fields (``truncated``, ``terminated``,
                                      the info dict's keys); NaN in the final row
 ``/agents/<name>/actions``           the action of step ``t``; final row: the action the agent
                                      would take on the final observation (``final_action``)
@@ -133,7 +133,7 @@ def samples_to_flat_dict(samples: Samples, agent_names: Sequence[str] | None = N
     ==================================  =============================================
     ``/observations`` (``/<field>``)    ``env.observation``
     ``/rewards``, ``/prev_rewards``     ``env.reward``, ``env.prev_reward``
-    ``/dones``, ``/timeouts``           ``env.done``, ``env.timeout``
+    ``/dones``, ``/truncations``           ``env.done``, ``env.truncated``
     ``/infos/<key>``                    ``env.env_info.<key>``
     ``/agents/<n>/actions``             ``agent.action`` (``.<n>``)
     ``/agents/<n>/prev_actions``        ``agent.prev_action`` (``.<n>``)
@@ -157,7 +157,7 @@ def samples_to_flat_dict(samples: Samples, agent_names: Sequence[str] | None = N
     env, agent = samples.env, samples.agent
     flat = _leaves(env.observation, "/observations")
     flat.update({"/rewards": env.reward, "/prev_rewards": env.prev_reward})
-    flat.update({"/dones": env.done, "/timeouts": env.timeout})
+    flat.update({"/dones": env.done, "/truncations": env.truncated})
     flat.update(_leaves(env.env_info, "/infos"))
     flat.update(agent_step_to_flat_dict(agent.action, agent.agent_info, names))
     prev_actions = _by_agent(agent.prev_action, names, "prev_action")
@@ -204,7 +204,7 @@ def flat_dict_to_samples(flat: dict[str, Any], like: Samples, agent_names: Seque
         reward=read(env.reward, "/rewards"),
         prev_reward=read(env.prev_reward, "/prev_rewards"),
         done=read(env.done, "/dones"),
-        timeout=read(env.timeout, "/timeouts"),
+        truncated=read(env.truncated, "/truncations"),
         env_info=read(env.env_info, "/infos"),
     )
     fields: dict[str, Any] = {}

@@ -7,12 +7,12 @@ Outputs have ``reward``'s dtype (float32 for integer rewards); ``*_dest`` argume
 preallocated outputs written in place and returned.
 
 Terminated versus truncated (gymnasium's words): ``done = terminated | truncated`` cuts the
-return at every episode end. Where an episode was *truncated* by a time limit (``timeout``),
+return at every episode end. Where an episode was *truncated* by a time limit (``truncated``),
 the state was not terminal and the target should bootstrap from the value of the final
 observation ``s'`` reached by the truncated step, ``V(s')``. The ``*_tl`` variants do so in one
 of two forms:
 
-* **Exact**, when ``timeout_value`` ``[T, ...]`` is given: ``timeout_value[t]`` is ``V(s')`` for
+* **Exact**, when ``truncated_value`` ``[T, ...]`` is given: ``truncated_value[t]`` is ``V(s')`` for
   the step ``t`` that timed out (ignored elsewhere). The timeout step bootstraps from it, and
   every step is a valid training target.
 * **Approximate** (rlpyt's ``_tl``), without it: a sample buffer holds only ``value[t] = V(s_t)``,
@@ -20,7 +20,7 @@ of two forms:
   then unknown, so it is replaced by ``value[t]`` (return) and ``0`` (advantage), and earlier
   steps of that episode bootstrap through ``V(s_t)``: ``G_{t-1} = r_{t-1} + discount * V(s_t)``,
   exact for them. The algorithm must mask the timeout steps out of its loss
-  (``valid = 1 - timeout``); they carry no gradient signal by construction.
+  (``valid = 1 - truncated``); they carry no gradient signal by construction.
 """
 
 from __future__ import annotations
@@ -71,49 +71,49 @@ def discount_return_tl(
     done: Array,
     bootstrap_value: Array,
     discount: float,
-    timeout: Array,
+    truncated: Array,
     value: Array | None = None,
     return_dest: Array | None = None,
-    timeout_value: Array | None = None,
+    truncated_value: Array | None = None,
 ) -> Array:
     """:func:`discount_return` that bootstraps through time-limit truncations.
 
-    Exact form (``timeout_value`` given):
-    ``G_t = r_t + discount * ((1 - d_t) * G_{t+1} + timeout_t * timeout_value_t)``, where
-    ``d_t = done_t | timeout_t``.
+    Exact form (``truncated_value`` given):
+    ``G_t = r_t + discount * ((1 - d_t) * G_{t+1} + truncated_t * truncated_value_t)``, where
+    ``d_t = done_t | truncated_t``.
     Approximate form (``value`` given, see the module docstring): as :func:`discount_return`,
-    except ``G_t = value_t`` wherever ``timeout_t``; mask those steps out of the loss.
+    except ``G_t = value_t`` wherever ``truncated_t``; mask those steps out of the loss.
 
     Args:
         reward: Rewards ``[T, ...]``.
         done: Episode ends ``[T, ...]``, True at timeouts too.
         bootstrap_value: Value of the observation after the last step, ``[...]``.
         discount: Discount factor in ``[0, 1]``.
-        timeout: True where the episode was truncated by a time limit, ``[T, ...]``.
+        truncated: True where the episode was truncated by a time limit, ``[T, ...]``.
         value: ``V(s_t)`` of each step's observation ``[T, ...]``; used by the approximate form.
         return_dest: Optional output ``[T, ...]``, written in place.
-        timeout_value: ``V(s')`` of the truncated final observation at timeout steps ``[T, ...]``;
+        truncated_value: ``V(s')`` of the truncated final observation at timeout steps ``[T, ...]``;
             selects the exact form.
 
     Returns:
         Returns ``[T, ...]`` (``return_dest`` if given).
 
     Raises:
-        ValueError: If neither ``value`` nor ``timeout_value`` is given, on a bad discount, or on
+        ValueError: If neither ``value`` nor ``truncated_value`` is given, on a bad discount, or on
             mismatched shapes.
     """
-    if value is None and timeout_value is None:
+    if value is None and truncated_value is None:
         raise ValueError("discount_return_tl: pass value (approximate form) or timeout_value (exact form)")
-    reward, done, bootstrap_value, timeout, value, timeout_value = _prepare(
+    reward, done, bootstrap_value, truncated, value, truncated_value = _prepare(
         reward,
         discount,
         done=done,
         bootstrap_value=bootstrap_value,
-        timeout=timeout,
+        truncated=truncated,
         value=value,
-        timeout_value=timeout_value,
+        truncated_value=truncated_value,
     )
-    return _discount_core(reward, done, bootstrap_value, discount, timeout, value, timeout_value, return_dest)
+    return _discount_core(reward, done, bootstrap_value, discount, truncated, value, truncated_value, return_dest)
 
 
 def generalized_advantage_estimation(
@@ -163,20 +163,20 @@ def generalized_advantage_estimation_tl(
     bootstrap_value: Array,
     discount: float,
     gae_lambda: float,
-    timeout: Array,
+    truncated: Array,
     advantage_dest: Array | None = None,
     return_dest: Array | None = None,
-    timeout_value: Array | None = None,
+    truncated_value: Array | None = None,
 ) -> tuple[Array, Array]:
     """:func:`generalized_advantage_estimation` that bootstraps through time-limit truncations.
 
-    With ``d_t = done_t | timeout_t``:
+    With ``d_t = done_t | truncated_t``:
 
-    * Exact form (``timeout_value`` given):
-      ``delta_t = r_t + discount * ((1 - d_t) * V_{t+1} + timeout_t * timeout_value_t) - V_t``,
+    * Exact form (``truncated_value`` given):
+      ``delta_t = r_t + discount * ((1 - d_t) * V_{t+1} + truncated_t * truncated_value_t) - V_t``,
       ``A_t = delta_t + discount * gae_lambda * (1 - d_t) * A_{t+1}``; all steps valid.
     * Approximate form: as :func:`generalized_advantage_estimation` but ``A_t = 0`` (so
-      ``R_t = V_t``) wherever ``timeout_t``. The step before a timeout then gets
+      ``R_t = V_t``) wherever ``truncated_t``. The step before a timeout then gets
       ``A_{t-1} = r_{t-1} + discount * V_t - V_{t-1}``: its lambda-return is cut short at
       ``V(s_t)`` instead of at 0. Mask timeout steps out of the loss.
 
@@ -187,10 +187,10 @@ def generalized_advantage_estimation_tl(
         bootstrap_value: Value of the observation after the last step, ``[...]``.
         discount: Discount factor in ``[0, 1]``.
         gae_lambda: GAE lambda in ``[0, 1]``.
-        timeout: True where the episode was truncated by a time limit, ``[T, ...]``.
+        truncated: True where the episode was truncated by a time limit, ``[T, ...]``.
         advantage_dest: Optional output ``[T, ...]`` for advantages, written in place.
         return_dest: Optional output ``[T, ...]`` for returns, written in place.
-        timeout_value: ``V(s')`` of the truncated final observation at timeout steps ``[T, ...]``;
+        truncated_value: ``V(s')`` of the truncated final observation at timeout steps ``[T, ...]``;
             selects the exact form.
 
     Returns:
@@ -199,18 +199,19 @@ def generalized_advantage_estimation_tl(
     Raises:
         ValueError: On ``discount``/``gae_lambda`` outside ``[0, 1]`` or mismatched shapes.
     """
-    reward, done, bootstrap_value, value, timeout, timeout_value = _prepare(
+    reward, done, bootstrap_value, value, truncated, truncated_value = _prepare(
         reward,
         discount,
         gae_lambda,
         done=done,
         bootstrap_value=bootstrap_value,
         value=value,
-        timeout=timeout,
-        timeout_value=timeout_value,
+        truncated=truncated,
+        truncated_value=truncated_value,
     )
     return _gae_core(
-        reward, value, done, bootstrap_value, discount, gae_lambda, timeout, timeout_value, advantage_dest, return_dest
+        reward, value, done, bootstrap_value, discount, gae_lambda, truncated, truncated_value, advantage_dest,
+        return_dest,
     )
 
 
@@ -305,16 +306,16 @@ def _discount_core(
     done: Array,
     bootstrap_value: Array,
     discount: float,
-    timeout: Array | None,
+    truncated: Array | None,
     value: Array | None,
-    timeout_value: Array | None,
+    truncated_value: Array | None,
     return_dest: Array | None,
 ) -> Array:
     return_ = _output(return_dest, tuple(reward.shape), reward, "return_dest")
-    if timeout is not None:
-        done = _maximum(done, timeout)
+    if truncated is not None:
+        done = _maximum(done, truncated)
     not_done = 1 - done
-    extra = None if timeout_value is None else timeout * timeout_value
+    extra = None if truncated_value is None else truncated * truncated_value
     # Carry the running return in its own variable, never read back from the output buffer, so
     # autograd never sees a saved tensor modified in place.
     next_return = bootstrap_value
@@ -323,9 +324,9 @@ def _discount_core(
         if extra is not None:
             bootstrap = bootstrap + extra[t]
         next_return = reward[t] + discount * bootstrap
-        if timeout is not None and extra is None:
+        if truncated is not None and extra is None:
             assert value is not None  # discount_return_tl requires value when timeout_value is None
-            next_return = next_return * (1 - timeout[t]) + value[t] * timeout[t]
+            next_return = next_return * (1 - truncated[t]) + value[t] * truncated[t]
         return_[t] = next_return
     return return_
 
@@ -337,19 +338,19 @@ def _gae_core(
     bootstrap_value: Array,
     discount: float,
     gae_lambda: float,
-    timeout: Array | None,
-    timeout_value: Array | None,
+    truncated: Array | None,
+    truncated_value: Array | None,
     advantage_dest: Array | None,
     return_dest: Array | None,
 ) -> tuple[Array, Array]:
     shape = tuple(reward.shape)
     advantage = _output(advantage_dest, shape, reward, "advantage_dest")
     return_ = _output(return_dest, shape, reward, "return_dest")
-    if timeout is not None:
-        done = _maximum(done, timeout)
+    if truncated is not None:
+        done = _maximum(done, truncated)
     not_done = 1 - done
-    extra = None if timeout_value is None else timeout * timeout_value
-    zero_at_timeout = timeout is not None and extra is None
+    extra = None if truncated_value is None else truncated * truncated_value
+    zero_at_truncation = truncated is not None and extra is None
     next_value = bootstrap_value
     next_advantage = 0.0
     for t in reversed(range(shape[0])):
@@ -358,9 +359,9 @@ def _gae_core(
             bootstrap = bootstrap + extra[t]
         delta = reward[t] + discount * bootstrap - value[t]
         next_advantage = delta + discount * gae_lambda * not_done[t] * next_advantage
-        if zero_at_timeout:
-            assert timeout is not None
-            next_advantage = next_advantage * (1 - timeout[t])
+        if zero_at_truncation:
+            assert truncated is not None
+            next_advantage = next_advantage * (1 - truncated[t])
         advantage[t] = next_advantage
         next_value = value[t]
     return_[:] = advantage + value

@@ -36,7 +36,7 @@ def hand_rolled(env_id: str, seed: int, B: int, n_steps: int, agent: Any, env_kw
     prev_action = {n: np.zeros(B, dtype=np.int64) for n in names}
     prev_reward = np.zeros(B, dtype=np.float32)
     masks = np.ones(B, dtype=np.float32)
-    out: dict[str, list] = {"masks": [], "rewards": [], "timeout": [], "obs": []}
+    out: dict[str, list] = {"masks": [], "rewards": [], "truncated": [], "obs": []}
     for t in range(n_steps + 1):
         out["masks"].append(masks.copy())
         out["obs"].append(observations)
@@ -53,12 +53,12 @@ def hand_rolled(env_id: str, seed: int, B: int, n_steps: int, agent: Any, env_kw
                 out.setdefault(f"{n}/h", []).append(step.agent_info.prev_rnn_state.h.numpy().copy())
         if t == n_steps:
             break
-        rewards, timeouts, next_observations = np.zeros(B, np.float32), np.zeros(B, bool), []
+        rewards, truncations, next_observations = np.zeros(B, np.float32), np.zeros(B, bool), []
         for b, env in enumerate(envs):
             multi = isinstance(agent, MultiAgent)
             action = {n: int(actions[n][b]) for n in names} if multi else int(actions["agent"][b])
             o, r, terminated, truncated, _ = env.step(action)
-            rewards[b], timeouts[b] = r, truncated and not terminated
+            rewards[b], truncations[b] = r, truncated and not terminated
             done = terminated or truncated
             masks[b] = 0.0 if done else 1.0
             for n in names:
@@ -71,7 +71,7 @@ def hand_rolled(env_id: str, seed: int, B: int, n_steps: int, agent: Any, env_kw
             next_observations.append(o)
         observations = next_observations
         out["rewards"].append(rewards)
-        out["timeout"].append(timeouts)
+        out["truncated"].append(truncations)
     return out
 
 
@@ -89,7 +89,7 @@ def test_single_agent_trajectory_matches_a_hand_rolled_loop(lstm_size):
     trajectory = explorer.update()
     expected = hand_rolled("CartPole-v1", 5, 3, 12, agent, kwargs)
 
-    keys = {"/observations", "/masks", "/rewards", "/infos/timeout", "/infos/terminated", "/agents/agent/actions",
+    keys = {"/observations", "/masks", "/rewards", "/infos/truncated", "/infos/terminated", "/agents/agent/actions",
             "/agents/agent/artifacts/dist_info/prob", "/agents/agent/artifacts/value"}
     if lstm_size:
         keys |= {"/agents/agent/hidden_state/h", "/agents/agent/hidden_state/c"}
@@ -99,8 +99,8 @@ def test_single_agent_trajectory_matches_a_hand_rolled_loop(lstm_size):
     np.testing.assert_array_equal(trajectory["/observations"], batch_major(expected["obs"]))
     np.testing.assert_array_equal(trajectory["/masks"][..., 0], batch_major(expected["masks"]))
     np.testing.assert_array_equal(trajectory["/rewards"][:, :12, 0], batch_major(expected["rewards"]))
-    assert np.isnan(trajectory["/rewards"][:, 12]).all() and np.isnan(trajectory["/infos/timeout"][:, 12]).all()
-    np.testing.assert_array_equal(trajectory["/infos/timeout"][:, :12], batch_major(expected["timeout"]))
+    assert np.isnan(trajectory["/rewards"][:, 12]).all() and np.isnan(trajectory["/infos/truncated"][:, 12]).all()
+    np.testing.assert_array_equal(trajectory["/infos/truncated"][:, :12], batch_major(expected["truncated"]))
     np.testing.assert_array_equal(trajectory["/agents/agent/actions"], batch_major(expected["agent/actions"]))
     np.testing.assert_allclose(trajectory["/agents/agent/artifacts/value"], batch_major(expected["agent/value"]))
     prob = trajectory["/agents/agent/artifacts/dist_info/prob"]
@@ -124,7 +124,7 @@ def test_multi_agent_trajectory_matches_a_hand_rolled_loop(share):
 
     per_agent = {"observations/{}", "agents/{}/actions", "agents/{}/artifacts/dist_info/prob",
                  "agents/{}/artifacts/value", "infos/agent_rewards/{}"}
-    keys = {"/masks", "/rewards", "/infos/timeout", "/infos/terminated"}
+    keys = {"/masks", "/rewards", "/infos/truncated", "/infos/terminated"}
     keys |= {"/" + k.format(n) for k in per_agent for n in NAMES}
     assert set(trajectory) == keys
     assert trajectory["/observations/agent_0"].shape == (2, 26, 6)
@@ -276,7 +276,7 @@ def test_flat_dict_and_sample_tree_round_trip_without_copies(share):
     sampler.initialize(agent, bootstrap_value=True)
     samples, _ = sampler.obtain_samples(0)
     flat = samples_to_flat_dict(samples, agent.agent_names)
-    assert {"/observations/agent_0", "/rewards", "/prev_rewards", "/dones", "/timeouts", "/infos/agent_rewards/agent_1",
+    assert {"/observations/agent_0", "/rewards", "/prev_rewards", "/dones", "/truncations", "/infos/agent_rewards/agent_1",
             "/agents/agent_0/actions", "/agents/agent_0/prev_actions", "/agents/agent_1/hidden_state/h",
             "/agents/agent_1/hidden_state/c", "/agents/agent_1/artifacts/value", "/agents/agent_0/bootstrap_value",
             "/agents/agent_0/artifacts/dist_info/prob"} <= set(flat)

@@ -59,7 +59,7 @@ def test_gae_tl_exact_hand_computed():
     # Env 1 with V(s') = 12 at the timeout: A2 = 1 + .5*12 - 6 = 1 (no continuation past the
     # episode end); A1 = (1 + 3 - 2) + .25*1 = 2.25; A0 = (1 + 1 - 4) + .25*2.25 = -1.4375.
     advantage, return_ = generalized_advantage_estimation_tl(
-        REWARD, VALUE, DONE, BOOTSTRAP, DISCOUNT, GAE_LAMBDA, TIMEOUT, timeout_value=TIMEOUT_VALUE
+        REWARD, VALUE, DONE, BOOTSTRAP, DISCOUNT, GAE_LAMBDA, TIMEOUT, truncated_value=TIMEOUT_VALUE
     )
     np.testing.assert_allclose(advantage, [[0.5, -1.4375], [-2.0, 2.25], [4.0, 1.0], [4.0, 1.0]])
     np.testing.assert_allclose(return_, [[2.5, 2.5625], [2.0, 4.25], [6.0, 7.0], [8.0, 3.0]])
@@ -70,7 +70,7 @@ def test_discount_return_tl_hand_computed():
     approx = discount_return_tl(REWARD, DONE, BOOTSTRAP, DISCOUNT, TIMEOUT, VALUE)
     np.testing.assert_allclose(approx, [[2.0, 3.0], [2.0, 4.0], [7.0, 6.0], [8.0, 3.0]])
     # Exact: G2 = 1 + .5*12 = 7; G1 = 1 + .5*7 = 4.5; G0 = 1 + .5*4.5 = 3.25.
-    exact = discount_return_tl(REWARD, DONE, BOOTSTRAP, DISCOUNT, TIMEOUT, timeout_value=TIMEOUT_VALUE)
+    exact = discount_return_tl(REWARD, DONE, BOOTSTRAP, DISCOUNT, TIMEOUT, truncated_value=TIMEOUT_VALUE)
     np.testing.assert_allclose(exact, [[2.0, 3.25], [2.0, 4.5], [7.0, 7.0], [8.0, 3.0]])
 
 
@@ -79,16 +79,16 @@ def test_timeout_variants_recover_true_value_of_constant_reward():
     discount, T = 0.9, 6
     reward = np.ones((T, 1))
     value = np.full((T, 1), 10.0)
-    timeout = np.zeros((T, 1), dtype=bool)
-    timeout[3] = True
-    done = timeout.copy()
+    truncated = np.zeros((T, 1), dtype=bool)
+    truncated[3] = True
+    done = truncated.copy()
     bootstrap = np.array([10.0])
     for return_ in (
-        discount_return_tl(reward, done, bootstrap, discount, timeout, value),
-        discount_return_tl(reward, done, bootstrap, discount, timeout, timeout_value=value),
-        generalized_advantage_estimation_tl(reward, value, done, bootstrap, discount, 0.95, timeout)[1],
+        discount_return_tl(reward, done, bootstrap, discount, truncated, value),
+        discount_return_tl(reward, done, bootstrap, discount, truncated, truncated_value=value),
+        generalized_advantage_estimation_tl(reward, value, done, bootstrap, discount, 0.95, truncated)[1],
         generalized_advantage_estimation_tl(
-            reward, value, done, bootstrap, discount, 0.95, timeout, timeout_value=value
+            reward, value, done, bootstrap, discount, 0.95, truncated, truncated_value=value
         )[1],
     ):
         np.testing.assert_allclose(return_, value)
@@ -98,8 +98,8 @@ def test_timeout_variants_recover_true_value_of_constant_reward():
 
 def test_timeout_without_done_flag_still_cuts_the_episode():
     reward = np.array([1.0, 1.0])
-    timeout = np.array([True, False])
-    exact = discount_return_tl(reward, np.zeros(2, dtype=bool), 0.0, 0.5, timeout, timeout_value=np.array([4.0, 0.0]))
+    truncated = np.array([True, False])
+    exact = discount_return_tl(reward, np.zeros(2, dtype=bool), 0.0, 0.5, truncated, truncated_value=np.array([4.0, 0.0]))
     # G1 = 1; G0 = 1 + .5*4 (V(s') only; G1 belongs to the next episode) = 3.
     np.testing.assert_allclose(exact, [3.0, 1.0])
 
@@ -146,21 +146,21 @@ def _random_batch(T=7, B=3, seed=0):
     reward = rng.normal(size=(T, B)).astype(np.float32)
     value = rng.normal(size=(T, B)).astype(np.float32)
     done = rng.random((T, B)) < 0.3
-    timeout = done & (rng.random((T, B)) < 0.5)
+    truncated = done & (rng.random((T, B)) < 0.5)
     bootstrap = rng.normal(size=B).astype(np.float32)
-    timeout_value = rng.normal(size=(T, B)).astype(np.float32)
-    return reward, value, done, timeout, bootstrap, timeout_value
+    truncated_value = rng.normal(size=(T, B)).astype(np.float32)
+    return reward, value, done, truncated, bootstrap, truncated_value
 
 
-def _all_outputs(reward, value, done, timeout, bootstrap, timeout_value):
+def _all_outputs(reward, value, done, truncated, bootstrap, truncated_value):
     return [
         discount_return(reward, done, bootstrap, 0.9),
         *generalized_advantage_estimation(reward, value, done, bootstrap, 0.9, 0.8),
-        discount_return_tl(reward, done, bootstrap, 0.9, timeout, value),
-        discount_return_tl(reward, done, bootstrap, 0.9, timeout, timeout_value=timeout_value),
-        *generalized_advantage_estimation_tl(reward, value, done, bootstrap, 0.9, 0.8, timeout),
+        discount_return_tl(reward, done, bootstrap, 0.9, truncated, value),
+        discount_return_tl(reward, done, bootstrap, 0.9, truncated, truncated_value=truncated_value),
+        *generalized_advantage_estimation_tl(reward, value, done, bootstrap, 0.9, 0.8, truncated),
         *generalized_advantage_estimation_tl(
-            reward, value, done, bootstrap, 0.9, 0.8, timeout, timeout_value=timeout_value
+            reward, value, done, bootstrap, 0.9, 0.8, truncated, truncated_value=truncated_value
         ),
         *discount_return_n_step(reward, done, 3, 0.9),
         *discount_return_n_step(reward, done, 3, 0.9, do_truncated=True),
@@ -179,14 +179,14 @@ def test_torch_numpy_parity():
 
 
 def test_vectorized_over_trailing_dims_matches_columns():
-    reward, value, done, timeout, bootstrap, timeout_value = _random_batch(T=6, B=4, seed=1)
+    reward, value, done, truncated, bootstrap, truncated_value = _random_batch(T=6, B=4, seed=1)
     full = generalized_advantage_estimation_tl(
         reward.reshape(6, 2, 2), value.reshape(6, 2, 2), done.reshape(6, 2, 2), bootstrap.reshape(2, 2),
-        0.9, 0.8, timeout.reshape(6, 2, 2),
+        0.9, 0.8, truncated.reshape(6, 2, 2),
     )[0].reshape(6, 4)
     for b in range(4):
         column = generalized_advantage_estimation_tl(
-            reward[:, b], value[:, b], done[:, b], bootstrap[b], 0.9, 0.8, timeout[:, b]
+            reward[:, b], value[:, b], done[:, b], bootstrap[b], 0.9, 0.8, truncated[:, b]
         )[0]
         np.testing.assert_allclose(full[:, b], column, rtol=1e-6)
 
@@ -202,10 +202,10 @@ def test_mixed_inputs_follow_reward_kind():
 
 @pytest.mark.parametrize("kind", ["numpy", "torch"])
 def test_dest_buffers_written_in_place(kind):
-    reward, value, done, timeout, bootstrap, timeout_value = _random_batch()
+    reward, value, done, truncated, bootstrap, truncated_value = _random_batch()
     if kind == "torch":
-        arrays = (reward, value, done, timeout, bootstrap)
-        reward, value, done, timeout, bootstrap = (torch.from_numpy(a) for a in arrays)
+        arrays = (reward, value, done, truncated, bootstrap)
+        reward, value, done, truncated, bootstrap = (torch.from_numpy(a) for a in arrays)
 
     def zeros(shape, is_bool=False):
         if kind == "torch":
@@ -218,10 +218,10 @@ def test_dest_buffers_written_in_place(kind):
     assert ret is return_dest
     np.testing.assert_allclose(np.asarray(big[0]), np.asarray(discount_return(reward, done, bootstrap, 0.9)))
     adv, ret = generalized_advantage_estimation_tl(
-        reward, value, done, bootstrap, 0.9, 0.8, timeout, advantage_dest=advantage_dest, return_dest=gae_return_dest
+        reward, value, done, bootstrap, 0.9, 0.8, truncated, advantage_dest=advantage_dest, return_dest=gae_return_dest
     )
     assert adv is advantage_dest and ret is gae_return_dest
-    expected = generalized_advantage_estimation_tl(reward, value, done, bootstrap, 0.9, 0.8, timeout)
+    expected = generalized_advantage_estimation_tl(reward, value, done, bootstrap, 0.9, 0.8, truncated)
     np.testing.assert_allclose(np.asarray(big[1]), np.asarray(expected[0]), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(big[2]), np.asarray(expected[1]), rtol=1e-6)
     ret_dest, done_dest = zeros((5, 3)), zeros((5, 3), is_bool=True)
@@ -248,7 +248,7 @@ def test_gradients_flow_through_returns():
 
 
 def test_bad_input_raises():
-    reward, value, done, timeout, bootstrap, _ = _random_batch()
+    reward, value, done, truncated, bootstrap, _ = _random_batch()
     with pytest.raises(ValueError, match=r"discount must lie in \[0, 1\], got 1.5"):
         discount_return(reward, done, bootstrap, 1.5)
     with pytest.raises(ValueError, match=r"gae_lambda must lie in \[0, 1\], got -0.1"):
@@ -266,6 +266,6 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="n_step=9 exceeds T=7"):
         discount_return_n_step(reward, done, 9, 0.9)
     with pytest.raises(ValueError, match="pass value"):
-        discount_return_tl(reward, done, bootstrap, 0.9, timeout)
-    with pytest.raises(ValueError, match="timeout of shape"):
-        generalized_advantage_estimation_tl(reward, value, done, bootstrap, 0.9, 0.9, timeout[0])
+        discount_return_tl(reward, done, bootstrap, 0.9, truncated)
+    with pytest.raises(ValueError, match="truncated of shape"):
+        generalized_advantage_estimation_tl(reward, value, done, bootstrap, 0.9, 0.9, truncated[0])

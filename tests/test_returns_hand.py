@@ -60,9 +60,9 @@ def test_discount_return_with_bootstrap():
 def test_gae_tl_approximate_form_zeroes_the_timeout_step_and_bootstraps_before_it():
     # Step 1 is truncated (done and timeout). A1 := 0 (R1 = V1 = 1); step 0 bootstraps from V1:
     # A0 = (1 + .5*1 - 2) + .4*0 = -0.5. Steps 2, 3 as before: A = [-0.5, 0, 3, 5].
-    timeout = np.array([False, True, False, False])
+    truncated = np.array([False, True, False, False])
     advantage, return_ = generalized_advantage_estimation_tl(
-        REWARD, VALUE, DONE, BOOTSTRAP, DISCOUNT, LAMBDA, timeout
+        REWARD, VALUE, DONE, BOOTSTRAP, DISCOUNT, LAMBDA, truncated
     )
     np.testing.assert_allclose(advantage, [-0.5, 0.0, 3.0, 5.0], atol=1e-12)
     np.testing.assert_allclose(return_, [1.5, 1.0, 6.0, 7.0], atol=1e-12)
@@ -71,10 +71,10 @@ def test_gae_tl_approximate_form_zeroes_the_timeout_step_and_bootstraps_before_i
 def test_gae_tl_exact_form_bootstraps_from_timeout_value():
     # Step 1 truncated with V(s') = 10: delta1 = 2 + .5*10 - 1 = 6, A1 = 6 (no continuation);
     # A0 = (1 + .5*1 - 2) + .4*6 = 1.9; steps 2, 3 as before.
-    timeout = np.array([False, True, False, False])
-    timeout_value = np.array([0.0, 10.0, 0.0, 0.0])
+    truncated = np.array([False, True, False, False])
+    truncated_value = np.array([0.0, 10.0, 0.0, 0.0])
     advantage, return_ = generalized_advantage_estimation_tl(
-        REWARD, VALUE, DONE, BOOTSTRAP, DISCOUNT, LAMBDA, timeout, timeout_value=timeout_value
+        REWARD, VALUE, DONE, BOOTSTRAP, DISCOUNT, LAMBDA, truncated, truncated_value=truncated_value
     )
     np.testing.assert_allclose(advantage, [1.9, 6.0, 3.0, 5.0], atol=1e-12)
     np.testing.assert_allclose(return_, [3.9, 7.0, 6.0, 7.0], atol=1e-12)
@@ -86,20 +86,20 @@ def test_gae_tl_exact_form_timeout_without_done_flag_still_cuts_the_episode():
     # t=0: timeout, V(s') = 4: delta0 = 1 + .5*4 - 2 = 1, A0 = 1 (A1 belongs to the next episode).
     advantage, return_ = generalized_advantage_estimation_tl(
         np.array([1.0, 1.0]), np.array([2.0, 3.0]), np.array([False, False]), 0.0, 0.5, 0.5,
-        np.array([True, False]), timeout_value=np.array([4.0, 0.0]),
+        np.array([True, False]), truncated_value=np.array([4.0, 0.0]),
     )
     np.testing.assert_allclose(advantage, [1.0, -2.0])
     np.testing.assert_allclose(return_, [3.0, 1.0])
 
 
 def test_discount_return_tl_forms():
-    timeout = np.array([False, True, False, False])
+    truncated = np.array([False, True, False, False])
     # Approximate: G1 := V1 = 1, G0 = 1 + .5*1 = 1.5; G2 = 6.5, G3 = 7 as without timeout.
-    approx = discount_return_tl(REWARD, DONE, BOOTSTRAP, DISCOUNT, timeout, VALUE)
+    approx = discount_return_tl(REWARD, DONE, BOOTSTRAP, DISCOUNT, truncated, VALUE)
     np.testing.assert_allclose(approx, [1.5, 1.0, 6.5, 7.0])
     # Exact with V(s') = 10 at step 1: G1 = 2 + .5*10 = 7, G0 = 1 + .5*7 = 4.5.
     exact = discount_return_tl(
-        REWARD, DONE, BOOTSTRAP, DISCOUNT, timeout, timeout_value=np.array([0.0, 10.0, 0.0, 0.0])
+        REWARD, DONE, BOOTSTRAP, DISCOUNT, truncated, truncated_value=np.array([0.0, 10.0, 0.0, 0.0])
     )
     np.testing.assert_allclose(exact, [4.5, 7.0, 6.5, 7.0])
 

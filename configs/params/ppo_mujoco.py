@@ -66,7 +66,21 @@ def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
             "init_args": {
                 "agent": {
                     "class_path": "lightning_rl.agents.GaussianPgAgent",
-                    "init_args": {"hidden_sizes": list(cpanel["hidden_sizes"]), "normalize_observation": True},
+                    # The network named explicitly: the agent supplies (observation shape, action
+                    # size); these are the values GaussianPgAgent would choose by itself.
+                    "init_args": {
+                        "model": {
+                            "class_path": "lightning_rl.models.GaussianPgMlpModel",
+                            "init_args": {
+                                "hidden_sizes": list(cpanel["hidden_sizes"]),
+                                "hidden_nonlinearity": "torch.nn.Tanh",
+                                "mu_nonlinearity": "torch.nn.Tanh",
+                                "init_log_std": 0.0,
+                                "normalize_observation": True,
+                                "orthogonal_init": True,
+                            },
+                        },
+                    },
                 },
                 "sampler": {
                     "class_path": "lightning_rl.samplers.CpuSampler",

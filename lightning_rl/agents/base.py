@@ -8,11 +8,15 @@ shared memory when sampler worker processes act with it.
 
 Life cycle:
 
-1. ``agent = SomeAgent(hidden_sizes=...)``: saves arguments only.
-2. ``agent.initialize(env_spaces, share_memory=..., global_B=..., env_ranks=...)``: builds the
-   model from the env's spaces (:meth:`make_env_to_model_kwargs` + :meth:`make_model`).
-3. ``agent.to_device(device)``: the training copy goes to ``device``; the shared CPU copy stays.
-4. Every iteration: ``sample_mode(itr)`` then ``step(...)`` in the sampler,
+1. ``agent = SomeAgent(hidden_sizes=...)`` or ``SomeAgent(model=<ModelFactory>)``: saves
+   arguments only.
+2. ``agent.set_steps_per_itr(n)`` (the algorithm, before the sampler starts): env steps one
+   sampler iteration collects over all ranks, for schedules counted in env steps.
+3. ``agent.initialize(env_spaces, share_memory=..., global_B=..., env_ranks=...)``: builds the
+   model from the env's spaces (:meth:`make_env_to_model_kwargs` + :meth:`make_model`; with a
+   given ``model`` factory, :meth:`build_given_model` instead of the agent's automatic choice).
+4. ``agent.to_device(device)``: the training copy goes to ``device``; the shared CPU copy stays.
+5. Every iteration: ``sample_mode(itr)`` then ``step(...)`` in the sampler,
    ``train_mode(itr)`` in the algorithm, ``sync_shared_memory()`` after the update.
 
 Optimizers take :meth:`BaseAgent.parameters_for` (named groups such as ``"model"`` or ``"q"``),
@@ -32,6 +36,7 @@ from torch import nn
 
 from lightning_rl.data.buffers import buffer_func, buffer_to
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.models.base import ModelFactory, is_recurrent_model
 
 
 class AgentInputs(NamedArrayTupleBase):
@@ -76,18 +81,79 @@ class BaseAgent(nn.Module):
         self._mode = "train"
         # Act with the policy's mode instead of sampling while in eval mode (evaluation, play).
         self.eval_deterministic = False
+        #: Env steps of one sampler iteration over all ranks (:meth:`set_steps_per_itr`); None: not told.
+        self.steps_per_itr: int | None = None
         object.__setattr__(self, "shared_model", None)
 
     # ----- construction -----
 
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
-        """Model keyword arguments that depend on the env (observation shape, action count)."""
+        """Model keyword arguments that depend on the env (observation shape, action count).
+
+        They are the models' leading parameters, in their order: ``{"observation_shape": ...,
+        "action_size": ...}`` (``{"image_shape": ..., "output_size": ...}`` for Atari models).
+        """
         return {}
+
+    def make_env_to_model_args(self, env_spaces: Any) -> tuple[Any, ...]:
+        """:meth:`make_env_to_model_kwargs` as positional arguments, what a ``model`` factory gets."""
+        return tuple(self.make_env_to_model_kwargs(env_spaces).values())
 
     def make_model(self, env_spaces: Any) -> nn.Module:
         """Build the model for ``env_spaces``; subclasses combine their own arguments with
         :meth:`make_env_to_model_kwargs`."""
         raise NotImplementedError(f"{type(self).__name__} must implement make_model(env_spaces)")
+
+    def build_given_model(
+        self,
+        factory: ModelFactory,
+        env_spaces: Any,
+        argument: str = "model",
+        recurrent: bool = False,
+        lstm_size: int | None = None,
+    ) -> nn.Module:
+        """Build a network with a ``model`` (or ``q_model``) factory from the config, and check it.
+
+        The factory gets the env-dependent leading arguments of :meth:`make_env_to_model_args`,
+        e.g. ``factory((4,), 2)`` for CartPole; everything else comes from the config.
+
+        Args:
+            factory: Builds the network from ``(observation or image shape, action size)``.
+            env_spaces: The env's spaces.
+            argument: The agent argument the factory came from (for error messages).
+            recurrent: Whether the agent is recurrent, i.e. the network must be.
+            lstm_size: The agent's LSTM size; a recurrent network that tells its state size
+                (``rnn_state_shape``, as :class:`~lightning_rl.models.RecurrentModel`) must match.
+
+        Raises:
+            ValueError: If the factory builds no ``nn.Module``; if the network is recurrent (its
+                ``forward`` takes ``init_rnn_state``; see
+                :func:`~lightning_rl.models.is_recurrent_model`) while the agent is not, or the
+                reverse; or if its LSTM size is not ``lstm_size``.
+        """
+        name = type(self).__name__
+        model = factory(*self.make_env_to_model_args(env_spaces))
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"{name}: {argument} must build an nn.Module, got {type(model).__name__}")
+        built = type(model).__name__
+        if is_recurrent_model(model) != recurrent:
+            if recurrent:
+                raise ValueError(
+                    f"{name}: {argument} built the feed-forward {built}, but the agent is recurrent "
+                    f"(lstm_size={lstm_size}): give a recurrent model (its forward takes init_rnn_state)"
+                )
+            raise ValueError(
+                f"{name}: {argument} built the recurrent {built} (its forward takes init_rnn_state), but the agent "
+                "is feed-forward: give a feed-forward model, or make the agent recurrent (the PG agents: "
+                "lstm_size set to the model's LSTM size; DQN: R2d1Agent)"
+            )
+        state_shape = getattr(model, "rnn_state_shape", None)
+        if recurrent and lstm_size is not None and state_shape is not None and int(state_shape[-1]) != lstm_size:
+            raise ValueError(
+                f"{name}: {argument} built {built} with LSTM size {int(state_shape[-1])}, but the agent has "
+                f"lstm_size={lstm_size}: set both to the same size"
+            )
+        return model
 
     def make_distribution(self, env_spaces: Any) -> Any:
         """The action distribution built in :meth:`initialize` (``None`` for none)."""
@@ -119,6 +185,23 @@ class BaseAgent(nn.Module):
         if share_memory:
             self.model.share_memory()
             object.__setattr__(self, "shared_model", self.model)
+
+    def set_steps_per_itr(self, steps_per_itr: int) -> None:
+        """Tell the agent how many env steps one sampler iteration collects, summed over all ranks.
+
+        Algorithms call it once the batch size and the number of ranks are known and before the
+        sampler starts (``RLModule.setup``: ``batch_T * batch_B * world_size``), so agent copies
+        in forked sampler workers have it too. Schedules counted in env steps (the epsilon of
+        :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`) turn iterations into env
+        steps with it: iteration ``itr`` starts after ``itr * steps_per_itr`` env steps. Agents
+        without such schedules only keep the value.
+
+        Raises:
+            ValueError: If ``steps_per_itr`` is not an int >= 1.
+        """
+        if isinstance(steps_per_itr, bool) or int(steps_per_itr) != steps_per_itr or steps_per_itr < 1:
+            raise ValueError(f"steps_per_itr must be an int >= 1, got {steps_per_itr!r}")
+        self.steps_per_itr = int(steps_per_itr)
 
     def trainable_modules(self) -> dict[str, list[nn.Module]]:
         """Trainable networks by group name (never target networks).
@@ -261,6 +344,23 @@ class BaseAgent(nn.Module):
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`get_extra_state` returned (mixins read their keys)."""
+
+
+def check_model_factory(factory: Any, argument: str, owner: str) -> ModelFactory | None:
+    """``factory`` if it can be an agent's ``model`` (or ``q_model``) argument: None or a callable
+    that builds a network (a model class, a ``functools.partial`` of one), not a built network.
+
+    Raises:
+        ValueError: Naming ``argument`` otherwise.
+    """
+    if factory is None:
+        return None
+    if isinstance(factory, nn.Module) or not callable(factory):
+        raise ValueError(
+            f"{owner}: {argument} must build the network from (observation shape, action size), e.g. a model "
+            f"class or a functools.partial of one, got {type(factory).__name__}"
+        )
+    return factory
 
 
 def _strip_prefix(state_dict: dict[str, Any]) -> dict[str, Any]:

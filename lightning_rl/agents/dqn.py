@@ -3,7 +3,9 @@
 Each agent holds the online network ``model`` and a frozen copy ``target_model`` (built in
 :meth:`DqnAgent.initialize`, moved to the online network by :meth:`DqnAgent.update_target`).
 Only ``model`` is trainable: ``agent.parameters_for("model")`` is what an optimizer takes.
-Vector observations get MLP models, uint8 frames ``[C, H, W]`` the Atari conv models.
+Vector observations get MLP models, uint8 frames ``[C, H, W]`` the Atari conv models, unless the
+agent's ``model`` argument names the network (any model class with its own arguments, built with
+``(observation_shape, action_size)``; see :data:`~lightning_rl.models.ModelFactory`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from lightning_rl.agents.base import (
     AgentStep,
     BaseAgent,
     check_discrete_action_space,
+    check_model_factory,
     check_observation_space,
     is_image_space,
     make_target_model,
@@ -32,6 +35,7 @@ from lightning_rl.models import (
     AtariR2d1Model,
     CatDqnMlpModel,
     DqnMlpModel,
+    ModelFactory,
     R2d1MlpModel,
     update_state_dict,
 )
@@ -76,12 +80,26 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         eps_init: See :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
         eps_final: See the mixin.
         eps_final_min: See the mixin (per-env log-spaced epsilon when set).
-        eps_itr_min: See the mixin.
-        eps_itr_max: See the mixin.
+        eps_steps_min: See the mixin (env steps over all ranks; rlpyt's 50k by default).
+        eps_steps_max: See the mixin (env steps over all ranks; rlpyt's 1M by default).
         eps_eval: See the mixin.
+        model: The Q-network, chosen in the config instead of automatically: a callable
+            ``model(observation_shape, action_size)`` (frames: ``model(image_shape,
+            output_size)``) returning a feed-forward ``nn.Module`` that outputs ``q [..., A]``,
+            written in YAML as a model class with its other arguments::
+
+                model:
+                  class_path: lightning_rl.models.DqnMlpModel
+                  init_args: {hidden_sizes: [128, 128], dueling: true}
+
+            ``hidden_sizes`` and ``dueling`` then do not apply. None:
+            :class:`~lightning_rl.models.DqnMlpModel` or
+            :class:`~lightning_rl.models.AtariDqnModel` from the arguments above.
 
     Raises:
-        ValueError: At ``initialize`` if the action space is not a scalar ``IntBox``.
+        ValueError: If ``model`` cannot build a network or an epsilon setting is bad; at
+            ``initialize`` if the action space is not a scalar ``IntBox`` or ``model`` builds a
+            recurrent network (its ``forward`` takes ``init_rnn_state``).
     """
 
     def __init__(
@@ -91,20 +109,23 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         eps_init: float = 1.0,
         eps_final: float = 0.01,
         eps_final_min: float | None = None,
-        eps_itr_min: int = 50,
-        eps_itr_max: int = 1000,
+        eps_steps_min: int = 50_000,
+        eps_steps_max: int = 1_000_000,
         eps_eval: float = 0.001,
+        model: ModelFactory | None = None,
     ) -> None:
         super().__init__(
             eps_init=eps_init,
             eps_final=eps_final,
             eps_final_min=eps_final_min,
-            eps_itr_min=eps_itr_min,
-            eps_itr_max=eps_itr_max,
+            eps_steps_min=eps_steps_min,
+            eps_steps_max=eps_steps_max,
             eps_eval=eps_eval,
         )
         self.hidden_sizes = tuple(hidden_sizes)
         self.dueling = dueling
+        #: The ``model`` argument (``model`` is the built network).
+        self.model_factory = check_model_factory(model, "model", type(self).__name__)
         self.target_model: nn.Module | None = None
 
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
@@ -116,6 +137,8 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         return {"observation_shape": obs_shape, "action_size": action_size}
 
     def make_model(self, env_spaces: Any) -> nn.Module:
+        if self.model_factory is not None:
+            return self.build_given_model(self.model_factory, env_spaces, "model", recurrent=False)
         kwargs = self.make_env_to_model_kwargs(env_spaces)
         if "image_shape" in kwargs:
             return AtariDqnModel(**kwargs, dueling=self.dueling)
@@ -182,12 +205,21 @@ class CatDqnAgent(DqnAgent):
         eps_init: See :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
         eps_final: See the mixin.
         eps_final_min: See the mixin.
-        eps_itr_min: See the mixin.
-        eps_itr_max: See the mixin.
+        eps_steps_min: See the mixin (env steps over all ranks).
+        eps_steps_max: See the mixin (env steps over all ranks).
         eps_eval: See the mixin.
+        model: The network, chosen in the config instead of automatically: a callable
+            ``model(observation_shape, action_size)`` (frames: ``model(image_shape,
+            output_size)``) returning a feed-forward ``nn.Module`` that outputs probabilities
+            ``p [..., A, n_atoms]``, e.g. ``{class_path: lightning_rl.models.CatDqnMlpModel,
+            init_args: {hidden_sizes: [128], n_atoms: 51}}``. ``hidden_sizes`` and ``dueling``
+            then do not apply; a network with an ``n_atoms`` attribute (as the library's) must
+            have the agent's ``n_atoms``. None: :class:`~lightning_rl.models.CatDqnMlpModel` or
+            :class:`~lightning_rl.models.AtariCatDqnModel` from the arguments above.
 
     Raises:
-        ValueError: If ``n_atoms < 2`` or ``V_max <= V_min``.
+        ValueError: If ``n_atoms < 2`` or ``V_max <= V_min``; at ``initialize`` if ``model``
+            builds a recurrent network or one with another ``n_atoms``.
     """
 
     z: torch.Tensor
@@ -202,9 +234,10 @@ class CatDqnAgent(DqnAgent):
         eps_init: float = 1.0,
         eps_final: float = 0.01,
         eps_final_min: float | None = None,
-        eps_itr_min: int = 50,
-        eps_itr_max: int = 1000,
+        eps_steps_min: int = 50_000,
+        eps_steps_max: int = 1_000_000,
         eps_eval: float = 0.001,
+        model: ModelFactory | None = None,
     ) -> None:
         super().__init__(
             hidden_sizes=hidden_sizes,
@@ -212,9 +245,10 @@ class CatDqnAgent(DqnAgent):
             eps_init=eps_init,
             eps_final=eps_final,
             eps_final_min=eps_final_min,
-            eps_itr_min=eps_itr_min,
-            eps_itr_max=eps_itr_max,
+            eps_steps_min=eps_steps_min,
+            eps_steps_max=eps_steps_max,
             eps_eval=eps_eval,
+            model=model,
         )
         if n_atoms < 2:
             raise ValueError(f"n_atoms={n_atoms} must be at least 2")
@@ -227,6 +261,15 @@ class CatDqnAgent(DqnAgent):
         self.register_buffer("z", torch.linspace(V_min, V_max, n_atoms), persistent=False)
 
     def make_model(self, env_spaces: Any) -> nn.Module:
+        if self.model_factory is not None:
+            model = self.build_given_model(self.model_factory, env_spaces, "model", recurrent=False)
+            n_atoms = getattr(model, "n_atoms", None)
+            if n_atoms is not None and int(n_atoms) != self.n_atoms:
+                raise ValueError(
+                    f"{type(self).__name__}: model built {type(model).__name__} with n_atoms={n_atoms}, but the "
+                    f"agent has n_atoms={self.n_atoms}: set both to the same number"
+                )
+            return model
         kwargs = self.make_env_to_model_kwargs(env_spaces)
         if "image_shape" in kwargs:
             return AtariCatDqnModel(**kwargs, n_atoms=self.n_atoms, dueling=self.dueling)
@@ -259,9 +302,22 @@ class R2d1Agent(RecurrentAgentMixin, DqnAgent):
         eps_init: See :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
         eps_final: See the mixin.
         eps_final_min: See the mixin.
-        eps_itr_min: See the mixin.
-        eps_itr_max: See the mixin.
+        eps_steps_min: See the mixin (env steps over all ranks).
+        eps_steps_max: See the mixin (env steps over all ranks).
         eps_eval: See the mixin.
+        model: The network, chosen in the config instead of automatically: a callable
+            ``model(observation_shape, action_size)`` (frames: ``model(image_shape,
+            output_size)``) returning a recurrent ``nn.Module`` (its ``forward`` takes
+            ``init_rnn_state``) that outputs ``(q [..., A], next_rnn_state)``, e.g.
+            ``{class_path: lightning_rl.models.R2d1MlpModel, init_args: {hidden_sizes: [64],
+            lstm_size: 64, head_size: 64}}``. ``lstm_size`` must equal the network's LSTM size;
+            ``hidden_sizes``, ``head_size`` and ``dueling`` then do not apply. None:
+            :class:`~lightning_rl.models.R2d1MlpModel` or
+            :class:`~lightning_rl.models.AtariR2d1Model` from the arguments above.
+
+    Raises:
+        ValueError: On bad arguments; at ``initialize`` if ``model`` builds a feed-forward
+            network or one of another LSTM size.
     """
 
     def __init__(
@@ -273,9 +329,10 @@ class R2d1Agent(RecurrentAgentMixin, DqnAgent):
         eps_init: float = 1.0,
         eps_final: float = 0.01,
         eps_final_min: float | None = None,
-        eps_itr_min: int = 50,
-        eps_itr_max: int = 1000,
+        eps_steps_min: int = 50_000,
+        eps_steps_max: int = 1_000_000,
         eps_eval: float = 0.001,
+        model: ModelFactory | None = None,
     ) -> None:
         super().__init__(
             hidden_sizes=hidden_sizes,
@@ -283,14 +340,19 @@ class R2d1Agent(RecurrentAgentMixin, DqnAgent):
             eps_init=eps_init,
             eps_final=eps_final,
             eps_final_min=eps_final_min,
-            eps_itr_min=eps_itr_min,
-            eps_itr_max=eps_itr_max,
+            eps_steps_min=eps_steps_min,
+            eps_steps_max=eps_steps_max,
             eps_eval=eps_eval,
+            model=model,
         )
         self.lstm_size = int(lstm_size)
         self.head_size = int(head_size)
 
     def make_model(self, env_spaces: Any) -> nn.Module:
+        if self.model_factory is not None:
+            return self.build_given_model(
+                self.model_factory, env_spaces, "model", recurrent=True, lstm_size=self.lstm_size
+            )
         kwargs = self.make_env_to_model_kwargs(env_spaces)
         sizes: dict[str, Any] = dict(lstm_size=self.lstm_size, head_size=self.head_size, dueling=self.dueling)
         if "image_shape" in kwargs:

@@ -1,9 +1,14 @@
 """Epsilon-greedy exploration schedules for value-based agents (rlpyt section 3.1).
 
-Sampling epsilon anneals linearly with the sampler iteration ``itr``:
+Sampling epsilon anneals linearly in env steps, counted over all ranks as ``total_env_steps``
+is. Sampler iteration ``itr`` starts after ``steps = itr * steps_per_itr`` env steps, where
+``steps_per_itr`` (``batch_T * batch_B * world_size``) is what the algorithm passes to
+:meth:`EpsilonGreedyAgentMixin.set_steps_per_itr` before the sampler starts:
 
-    prog = clip((itr - eps_itr_min) / (eps_itr_max - eps_itr_min), 0, 1)
+    prog = clip((steps - eps_steps_min) / (eps_steps_max - eps_steps_min), 0, 1)
     eps  = (1 - prog) * eps_init + prog * eps_final
+
+The epsilon changes once per iteration (the whole batch acts with the epsilon of its first step).
 
 With ``eps_final_min`` set, each env gets its own final epsilon (Ape-X, Horgan et al. 2018):
 the ``global_B`` envs over all ranks are given values log-spaced from ``eps_final_min`` (global
@@ -48,18 +53,26 @@ class EpsilonGreedyAgentMixin(_AgentBase):
     ``set_epsilon`` (``EpsilonGreedy``, ``CategoricalEpsilonGreedy``) returned by
     ``make_distribution``. The schedule values live in the agent's ``state_dict``.
 
+    Epsilon is a function of the env steps collected before an iteration, so the agent must be
+    told the env steps of one iteration (:meth:`set_steps_per_itr`, which every
+    ``RLModule`` calls in ``setup``). Until then only iteration 0 (no env steps yet) has a known
+    epsilon (and every iteration when ``eps_steps_max == 0``); asking for another raises.
+    The checkpointed state is the iteration (``itr``), so old checkpoints load unchanged.
+
     Args:
-        eps_init: Sampling epsilon up to iteration ``eps_itr_min``.
-        eps_final: Sampling epsilon from iteration ``eps_itr_max`` on (the largest of the
+        eps_init: Sampling epsilon until ``eps_steps_min`` env steps have been collected.
+        eps_final: Sampling epsilon from ``eps_steps_max`` env steps on (the largest of the
             per-env values when ``eps_final_min`` is set).
         eps_final_min: Smallest per-env final epsilon; ``None`` gives every env ``eps_final``.
-        eps_itr_min: Iteration at which annealing starts.
-        eps_itr_max: Iteration at which annealing ends.
+        eps_steps_min: Env steps (over all ranks) at which annealing starts. The default,
+            50k, is rlpyt's DQN ``min_steps_learn`` (its annealing starts with learning).
+        eps_steps_max: Env steps (over all ranks) at which annealing ends. The default, 1M,
+            is rlpyt's DQN ``eps_steps`` (Mnih et al. 2015 anneal over the first 1M frames).
         eps_eval: Epsilon in :meth:`eval_mode`.
 
     Raises:
         ValueError: If an epsilon is outside ``[0, 1]``, ``eps_final_min`` is not in
-            ``(0, eps_final]``, or ``eps_itr_max < eps_itr_min``.
+            ``(0, eps_final]``, ``eps_steps_min < 0`` or ``eps_steps_max < eps_steps_min``.
     """
 
     #: Acts for the two halves of an alternating sampler's envs in turn (set by
@@ -72,8 +85,8 @@ class EpsilonGreedyAgentMixin(_AgentBase):
         eps_init: float = 1.0,
         eps_final: float = 0.01,
         eps_final_min: float | None = None,
-        eps_itr_min: int = 50,
-        eps_itr_max: int = 1000,
+        eps_steps_min: int = 50_000,
+        eps_steps_max: int = 1_000_000,
         eps_eval: float = 0.001,
         **kwargs: Any,
     ) -> None:
@@ -83,15 +96,18 @@ class EpsilonGreedyAgentMixin(_AgentBase):
                 raise ValueError(f"{name}={value} must be in [0, 1]")
         if eps_final_min is not None and not 0.0 < eps_final_min <= eps_final:
             raise ValueError(f"eps_final_min={eps_final_min} must be in (0, eps_final={eps_final}]")
-        if eps_itr_min < 0 or eps_itr_max < eps_itr_min:
-            raise ValueError(
-                f"eps_itr_min={eps_itr_min} and eps_itr_max={eps_itr_max} must satisfy 0 <= eps_itr_min <= eps_itr_max"
-            )
+        for name, steps in (("eps_steps_min", eps_steps_min), ("eps_steps_max", eps_steps_max)):
+            if isinstance(steps, bool) or int(steps) != steps:
+                raise ValueError(f"{name}={steps!r} must be an int (env steps)")
+        if eps_steps_min < 0:
+            raise ValueError(f"eps_steps_min={eps_steps_min} must be >= 0")
+        if eps_steps_max < eps_steps_min:
+            raise ValueError(f"eps_steps_max={eps_steps_max} must be >= eps_steps_min={eps_steps_min}")
         self._eps_init_scalar = float(eps_init)
         self._eps_final_scalar = float(eps_final)
         self.eps_final_min = eps_final_min
-        self.eps_itr_min = int(eps_itr_min)
-        self.eps_itr_max = int(eps_itr_max)
+        self.eps_steps_min = int(eps_steps_min)
+        self.eps_steps_max = int(eps_steps_max)
         self.eps_eval = float(eps_eval)
         # Scalars, or [B] tensors (one per local env) once make_vec_eps runs with eps_final_min.
         self.eps_init: float | torch.Tensor = self._eps_init_scalar
@@ -116,6 +132,21 @@ class EpsilonGreedyAgentMixin(_AgentBase):
         super().initialize(env_spaces, share_memory=share_memory, global_B=global_B, env_ranks=env_ranks)
         self.make_vec_eps(global_B, env_ranks)
         self._set_epsilon(self.eps_sample)
+
+    def set_steps_per_itr(self, steps_per_itr: int) -> None:
+        """Env steps of one sampler iteration over all ranks (``batch_T * batch_B * world_size``).
+
+        The algorithm calls it before the sampler starts (forked sampler workers copy it); see
+        :meth:`BaseAgent.set_steps_per_itr`. The current sampling epsilon is recomputed with it.
+
+        Raises:
+            ValueError: If ``steps_per_itr`` is not an int >= 1.
+        """
+        super().set_steps_per_itr(steps_per_itr)
+        if self.initialized:
+            self.eps_sample = self.epsilon_at(self._eps_itr)
+            if self._mode == "sample":
+                self._set_epsilon(self.eps_sample)
 
     def collector_initialize(self, global_B: int = 1, env_ranks: list[int] | None = None) -> None:
         """Give an agent copy in a sampler worker the epsilons of that worker's envs."""
@@ -155,13 +186,38 @@ class EpsilonGreedyAgentMixin(_AgentBase):
         self.eps_sample = self.epsilon_at(self._eps_itr)
 
     def epsilon_at(self, itr: int) -> float | torch.Tensor:
-        """The sampling epsilon of iteration ``itr`` (scalar or ``[B]``)."""
-        span = self.eps_itr_max - self.eps_itr_min
+        """The sampling epsilon of iteration ``itr`` (scalar or ``[B]``), which starts after
+        ``itr * steps_per_itr`` env steps.
+
+        Raises:
+            RuntimeError: If the epsilon depends on :attr:`steps_per_itr` (``itr > 0`` and
+                ``eps_steps_max > 0``) and :meth:`set_steps_per_itr` was never called.
+        """
+        steps = self.env_steps_before(itr)
+        span = self.eps_steps_max - self.eps_steps_min
         if span == 0:
-            prog = 1.0 if itr >= self.eps_itr_max else 0.0
+            prog = 1.0 if steps >= self.eps_steps_max else 0.0
         else:
-            prog = min(1.0, max(0.0, (itr - self.eps_itr_min) / span))
+            prog = min(1.0, max(0.0, (steps - self.eps_steps_min) / span))
         return (1.0 - prog) * self.eps_init + prog * self.eps_final
+
+    def env_steps_before(self, itr: int) -> int:
+        """Env steps over all ranks collected before iteration ``itr``: ``itr * steps_per_itr``.
+
+        Raises:
+            RuntimeError: If that number is needed (``itr > 0`` and ``eps_steps_max > 0``) and
+                :meth:`set_steps_per_itr` was never called.
+        """
+        if itr <= 0 or self.eps_steps_max == 0:
+            return 0  # the same epsilon whatever the iteration's size
+        if self.steps_per_itr is None:
+            raise RuntimeError(
+                f"{type(self).__name__}: the epsilon schedule counts env steps (eps_steps_min={self.eps_steps_min}, "
+                f"eps_steps_max={self.eps_steps_max}), but the agent was never told the env steps of one sampler "
+                f"iteration: call agent.set_steps_per_itr(batch_T * batch_B * world_size) before sampling "
+                f"iteration {itr} (the sampler's initialize does)"
+            )
+        return int(itr) * self.steps_per_itr
 
     def sample_mode(self, itr: int) -> None:
         """Act with the annealed epsilon of iteration ``itr``."""

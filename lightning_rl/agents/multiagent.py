@@ -145,6 +145,14 @@ class MultiAgent(BaseAgent):
         object.__setattr__(self, "_info_schema", NamedArrayTupleSchema("AgentInfos", names))
         object.__setattr__(self, "_value_schema", NamedArrayTupleSchema("AgentValues", names))
 
+    def set_steps_per_itr(self, steps_per_itr: int) -> None:
+        """Pass the env steps of one sampler iteration to every sub-agent (and the templates they
+        are copied from at :meth:`initialize`); see :meth:`BaseAgent.set_steps_per_itr`."""
+        super().set_steps_per_itr(steps_per_itr)
+        given = list(self._given.values()) if isinstance(self._given, dict) else [self._given]
+        for sub in {id(a): a for a in [*given, *self.agents.values()]}.values():
+            sub.set_steps_per_itr(steps_per_itr)
+
     def _check_action_space(self, space: Any) -> tuple[str, ...]:
         if not isinstance(space, Composite) or space.keys is None:
             raise ValueError(

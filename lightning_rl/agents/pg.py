@@ -10,7 +10,9 @@ vector (``FloatBox``, ...)    ``*PgMlpModel``             ``*PgLstmModel``
 uint8 frames ``[C, H, W]``    ``AtariFfModel``            ``AtariLstmModel``
 ============================  ==========================  ==========================
 
-(frames only with the categorical agent). Feed-forward agents return ``AgentInfo(dist_info,
+(frames only with the categorical agent). An agent's ``model`` argument replaces this choice: any
+model class with its own arguments, built with ``(observation_shape, action_size)`` (see
+:data:`~lightning_rl.models.ModelFactory`). Feed-forward agents return ``AgentInfo(dist_info,
 value)`` from :meth:`~PgAgentBase.step`; LSTM agents return ``AgentInfoRnn(dist_info, value,
 prev_rnn_state)``, where ``prev_rnn_state`` is the state the step started from, ``[B, N, H]``.
 """
@@ -27,6 +29,7 @@ from lightning_rl.agents.base import (
     BaseAgent,
     check_continuous_action_space,
     check_discrete_action_space,
+    check_model_factory,
     check_observation_space,
     is_image_space,
 )
@@ -41,6 +44,7 @@ from lightning_rl.models import (
     CategoricalPgMlpModel,
     GaussianPgLstmModel,
     GaussianPgMlpModel,
+    ModelFactory,
 )
 
 __all__ = [
@@ -74,13 +78,33 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
 
     The recurrent-state handling of :class:`RecurrentAgentMixin` is inert while ``lstm_size`` is
     None (the state stays ``None``).
+
+    Args:
+        lstm_size: LSTM hidden size for a recurrent agent; None for feed-forward.
+        model: Builds the network from ``(observation_shape, action_size)`` instead of the
+            subclass's automatic choice; None for that choice. Stored as :attr:`model_factory`
+            (``model`` is the built network).
+
+    Raises:
+        ValueError: If ``lstm_size`` is not positive or ``model`` cannot build a network.
     """
 
-    def __init__(self, lstm_size: int | None = None) -> None:
+    def __init__(self, lstm_size: int | None = None, model: ModelFactory | None = None) -> None:
         super().__init__()
         if lstm_size is not None and lstm_size < 1:
             raise ValueError(f"lstm_size={lstm_size} must be a positive int or None")
         self.lstm_size = lstm_size
+        self.model_factory = check_model_factory(model, "model", type(self).__name__)
+
+    def build_model_from_factory(self, env_spaces: Any) -> nn.Module | None:
+        """The network of the ``model`` argument (checked to be recurrent exactly when the agent
+        is, with the agent's ``lstm_size``; see :meth:`BaseAgent.build_given_model`), or None
+        when no ``model`` was given."""
+        if self.model_factory is None:
+            return None
+        return self.build_given_model(
+            self.model_factory, env_spaces, "model", recurrent=self.recurrent, lstm_size=self.lstm_size
+        )
 
     @property
     def recurrent(self) -> bool:
@@ -202,9 +226,25 @@ class CategoricalPgAgent(PgAgentBase):
         normalize_observation: Normalize vector observations with running statistics
             (updated through :meth:`update_obs_rms`).
         lstm_size: LSTM hidden size for a recurrent agent; None for feed-forward.
+        model: The network, chosen in the config instead of automatically: a callable
+            ``model(observation_shape, action_size)`` returning an ``nn.Module`` that outputs
+            ``(pi, value[, next_rnn_state])`` (for frames ``model(image_shape, output_size)``),
+            written in YAML as a model class with its other arguments::
+
+                model:
+                  class_path: lightning_rl.models.CategoricalPgMlpModel
+                  init_args: {hidden_sizes: [128, 128], hidden_nonlinearity: torch.nn.ReLU}
+
+            ``hidden_sizes`` and ``normalize_observation`` then do not apply (set them in the
+            model's ``init_args``). The model must be recurrent (its ``forward`` takes
+            ``init_rnn_state``, e.g. :class:`~lightning_rl.models.CategoricalPgLstmModel`) exactly
+            when ``lstm_size`` is set, and ``lstm_size`` must equal its LSTM size. None: the
+            automatic choice of the module docstring's table.
 
     Raises:
-        ValueError: At ``initialize`` if the action space is not a scalar ``IntBox``.
+        ValueError: If ``model`` cannot build a network; at ``initialize`` if the action space is
+            not a scalar ``IntBox``, or if the network ``model`` builds is recurrent while the
+            agent is not, the reverse, or of another LSTM size.
 
     Example:
         >>> from lightning_rl.envs.base import EnvSpaces
@@ -220,8 +260,9 @@ class CategoricalPgAgent(PgAgentBase):
         hidden_sizes: tuple[int, ...] = (64, 64),
         normalize_observation: bool = False,
         lstm_size: int | None = None,
+        model: ModelFactory | None = None,
     ) -> None:
-        super().__init__(lstm_size=lstm_size)
+        super().__init__(lstm_size=lstm_size, model=model)
         self.hidden_sizes = tuple(hidden_sizes)
         self.normalize_observation = normalize_observation
 
@@ -234,6 +275,9 @@ class CategoricalPgAgent(PgAgentBase):
         return {"observation_shape": obs_shape, "action_size": action_size}
 
     def make_model(self, env_spaces: Any) -> nn.Module:
+        given = self.build_model_from_factory(env_spaces)
+        if given is not None:
+            return given
         kwargs = self.make_env_to_model_kwargs(env_spaces)
         lstm_size = self.lstm_size  # not None exactly when the agent is recurrent
         if "image_shape" in kwargs:
@@ -267,10 +311,27 @@ class GaussianPgAgent(PgAgentBase):
         normalize_observation: Normalize observations with running statistics (updated
             through :meth:`update_obs_rms`).
         lstm_size: LSTM hidden size for a recurrent agent; None for feed-forward.
+        model: The network, chosen in the config instead of automatically: a callable
+            ``model(observation_shape, action_size)`` returning an ``nn.Module`` that outputs
+            ``(mean, log_std, value[, next_rnn_state])``, written in YAML as a model class with
+            its other arguments::
+
+                model:
+                  class_path: lightning_rl.models.GaussianPgMlpModel
+                  init_args: {hidden_sizes: [64, 64], normalize_observation: true}
+
+            ``hidden_sizes``, ``init_log_std`` and ``normalize_observation`` then do not apply
+            (set them in the model's ``init_args``). The model must be recurrent (its ``forward``
+            takes ``init_rnn_state``, e.g. :class:`~lightning_rl.models.GaussianPgLstmModel`)
+            exactly when ``lstm_size`` is set, and ``lstm_size`` must equal its LSTM size. None:
+            :class:`~lightning_rl.models.GaussianPgMlpModel` or
+            :class:`~lightning_rl.models.GaussianPgLstmModel` from the arguments above.
 
     Raises:
-        ValueError: At ``initialize`` if the action space is not a 1-D ``FloatBox`` or the
-            observations are image frames.
+        ValueError: If ``model`` cannot build a network; at ``initialize`` if the action space is
+            not a 1-D ``FloatBox`` or the observations are image frames, or if the network
+            ``model`` builds is recurrent while the agent is not, the reverse, or of another
+            LSTM size.
     """
 
     def __init__(
@@ -279,8 +340,9 @@ class GaussianPgAgent(PgAgentBase):
         init_log_std: float = 0.0,
         normalize_observation: bool = False,
         lstm_size: int | None = None,
+        model: ModelFactory | None = None,
     ) -> None:
-        super().__init__(lstm_size=lstm_size)
+        super().__init__(lstm_size=lstm_size, model=model)
         self.hidden_sizes = tuple(hidden_sizes)
         self.init_log_std = init_log_std
         self.normalize_observation = normalize_observation
@@ -294,6 +356,9 @@ class GaussianPgAgent(PgAgentBase):
         return {"observation_shape": obs_shape, "action_size": action_size}
 
     def make_model(self, env_spaces: Any) -> nn.Module:
+        given = self.build_model_from_factory(env_spaces)
+        if given is not None:
+            return given
         kwargs = self.make_env_to_model_kwargs(env_spaces)
         common: dict[str, Any] = dict(
             hidden_sizes=self.hidden_sizes,

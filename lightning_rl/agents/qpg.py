@@ -9,6 +9,12 @@ outputs) actions are in the env's bounds, ``action = bias + scale * a`` with
 Trainable groups for :meth:`~lightning_rl.agents.base.BaseAgent.parameters_for`: ``"model"``
 (the policy: mu or pi) and ``"q"`` (the critics). Target networks (``target_*``) are frozen
 copies updated by ``update_target(tau)``.
+
+The ``model`` (policy) and ``q_model`` (critic) arguments name the networks in the config: any
+model class with its own arguments, built with ``(observation_shape, action_size)`` (see
+:data:`~lightning_rl.models.ModelFactory`); a critic factory is called once per critic, so twin
+critics start from independent initializations. They are kept as :attr:`QpgAgentBase.model_factory`
+and :attr:`QpgAgentBase.q_model_factory` (``model``, ``q_model`` are the built networks).
 """
 
 from __future__ import annotations
@@ -24,13 +30,14 @@ from lightning_rl.agents.base import (
     AgentStep,
     BaseAgent,
     check_continuous_action_space,
+    check_model_factory,
     check_observation_space,
     is_image_space,
     make_target_model,
 )
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.distributions import DistInfoStd, Gaussian
-from lightning_rl.models import MuMlpModel, PiMlpModel, QofMuMlpModel, update_state_dict
+from lightning_rl.models import ModelFactory, MuMlpModel, PiMlpModel, QofMuMlpModel, update_state_dict
 
 __all__ = ["DdpgAgent", "DdpgAgentInfo", "QpgAgentBase", "SacAgent", "SacAgentInfo", "Td3Agent", "UniformActions"]
 
@@ -65,15 +72,34 @@ class QpgAgentBase(BaseAgent):
     sampling uses the fixed noise ``pretrain_std`` around the untrained policy, when given, or
     actions uniform in the env's bounds when the algorithm asks for them (``uniform=True``,
     Stable-Baselines3's ``learning_starts``).
+
+    Args:
+        pretrain_std: Noise std before ``min_itr_learn``; None for none.
+        model: Builds the policy network from ``(observation_shape, action_size)``; None: the
+            subclass's own. Kept as :attr:`model_factory`.
+        q_model: Builds each critic from ``(observation_shape, action_size)``; None: the
+            subclass's own. Kept as :attr:`q_model_factory`.
+
+    Raises:
+        ValueError: If ``pretrain_std`` is not positive, or ``model``/``q_model`` cannot build a
+            network.
     """
 
     action_scale: torch.Tensor
     action_bias: torch.Tensor
 
-    def __init__(self, pretrain_std: float | None = None) -> None:
+    def __init__(
+        self,
+        pretrain_std: float | None = None,
+        model: ModelFactory | None = None,
+        q_model: ModelFactory | None = None,
+    ) -> None:
         super().__init__()
         if pretrain_std is not None and not pretrain_std > 0:
             raise ValueError(f"pretrain_std={pretrain_std} must be positive or None")
+        name = type(self).__name__
+        self.model_factory = check_model_factory(model, "model", name)
+        self.q_model_factory = check_model_factory(q_model, "q_model", name)
         self.pretrain_std = pretrain_std
         self.min_itr_learn = 0
         self.pretrain_uniform = False
@@ -118,6 +144,30 @@ class QpgAgentBase(BaseAgent):
     def make_critics(self, env_spaces: Any) -> None:
         """Build the Q-networks and all target networks (called once by :meth:`initialize`)."""
         raise NotImplementedError(f"{type(self).__name__} must implement make_critics")
+
+    def make_policy_model(self, env_spaces: Any, default: type[nn.Module], **kwargs: Any) -> nn.Module:
+        """The policy network: ``model``'s when given, else ``default(*env args, **kwargs)``.
+
+        Raises:
+            ValueError: If ``model`` builds a recurrent network (not supported here).
+        """
+        if self.model_factory is not None:
+            return self.build_given_model(self.model_factory, env_spaces, "model", recurrent=False)
+        return default(**self.make_env_to_model_kwargs(env_spaces), **kwargs)
+
+    def make_q_model(self, env_spaces: Any) -> nn.Module:
+        """A fresh critic: ``q_model``'s when given, else the subclass's :meth:`make_default_q_model`.
+
+        Raises:
+            ValueError: If ``q_model`` builds a recurrent network (not supported here).
+        """
+        if self.q_model_factory is not None:
+            return self.build_given_model(self.q_model_factory, env_spaces, "q_model", recurrent=False)
+        return self.make_default_q_model(env_spaces)
+
+    def make_default_q_model(self, env_spaces: Any) -> nn.Module:
+        """A fresh critic of the agent's own choice (:class:`~lightning_rl.models.QofMuMlpModel`)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement make_default_q_model")
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """``(target, online)`` network pairs for :meth:`update_target`."""
@@ -182,9 +232,20 @@ class DdpgAgent(QpgAgentBase):
         action_std: Exploration noise std (fraction of the half-range).
         action_noise_clip: Clip of the exploration noise; None for none.
         pretrain_std: Noise std before ``min_itr_learn``; None to use ``action_std`` throughout.
+        model: The mu network, chosen in the config: a callable ``model(observation_shape,
+            action_size)`` returning a feed-forward ``nn.Module`` with outputs ``mu [..., A]``
+            in ``[-1, 1]``, e.g. ``{class_path: lightning_rl.models.MuMlpModel, init_args:
+            {hidden_sizes: [256, 256]}}``; ``hidden_sizes`` then does not apply. None:
+            :class:`~lightning_rl.models.MuMlpModel` with ``hidden_sizes``.
+        q_model: The Q network likewise, ``forward(observation, prev_action, prev_reward,
+            action) -> q [...]``, e.g. ``{class_path: lightning_rl.models.QofMuMlpModel,
+            init_args: {hidden_sizes: [256, 256]}}``; ``q_hidden_sizes`` then does not apply.
+            None: :class:`~lightning_rl.models.QofMuMlpModel` with ``q_hidden_sizes``.
 
     Raises:
-        ValueError: At ``initialize`` if the action space is not a bounded 1-D ``FloatBox``.
+        ValueError: If ``action_std`` is not positive or ``model``/``q_model`` cannot build a
+            network; at ``initialize`` if the action space is not a bounded 1-D ``FloatBox`` or
+            a given network is recurrent.
     """
 
     def __init__(
@@ -194,8 +255,10 @@ class DdpgAgent(QpgAgentBase):
         action_std: float = 0.1,
         action_noise_clip: float | None = None,
         pretrain_std: float | None = None,
+        model: ModelFactory | None = None,
+        q_model: ModelFactory | None = None,
     ) -> None:
-        super().__init__(pretrain_std=pretrain_std)
+        super().__init__(pretrain_std=pretrain_std, model=model, q_model=q_model)
         if not action_std > 0:
             raise ValueError(f"action_std={action_std} must be positive")
         self.hidden_sizes = tuple(hidden_sizes)
@@ -207,10 +270,9 @@ class DdpgAgent(QpgAgentBase):
         self.target_q_model: nn.Module | None = None
 
     def make_model(self, env_spaces: Any) -> nn.Module:
-        return MuMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.hidden_sizes)
+        return self.make_policy_model(env_spaces, MuMlpModel, hidden_sizes=self.hidden_sizes)
 
-    def make_q_model(self, env_spaces: Any) -> nn.Module:
-        """A fresh Q-network."""
+    def make_default_q_model(self, env_spaces: Any) -> nn.Module:
         return QofMuMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.q_hidden_sizes)
 
     def make_distribution(self, env_spaces: Any) -> Gaussian:
@@ -293,6 +355,9 @@ class Td3Agent(DdpgAgent):
         pretrain_std: Noise std before ``min_itr_learn``.
         target_noise_std: Target policy smoothing noise std.
         target_noise_clip: Clip of the target smoothing noise.
+        model: The mu network, as in :class:`DdpgAgent`.
+        q_model: The Q network, as in :class:`DdpgAgent`; called once for each of the two
+            critics (independent initializations).
     """
 
     def __init__(
@@ -304,6 +369,8 @@ class Td3Agent(DdpgAgent):
         pretrain_std: float | None = 0.5,
         target_noise_std: float = 0.2,
         target_noise_clip: float = 0.5,
+        model: ModelFactory | None = None,
+        q_model: ModelFactory | None = None,
     ) -> None:
         super().__init__(
             hidden_sizes=hidden_sizes,
@@ -311,6 +378,8 @@ class Td3Agent(DdpgAgent):
             action_std=action_std,
             action_noise_clip=action_noise_clip,
             pretrain_std=pretrain_std,
+            model=model,
+            q_model=q_model,
         )
         if not target_noise_std > 0 or not target_noise_clip > 0:
             raise ValueError(
@@ -376,10 +445,22 @@ class SacAgent(QpgAgentBase):
         min_log_std: Lower clamp of the policy's log std.
         max_log_std: Upper clamp of the policy's log std.
         pretrain_std: Fixed std before ``min_itr_learn`` (rlpyt: 0.75); None for none.
+        model: The pi network, chosen in the config: a callable ``model(observation_shape,
+            action_size)`` returning a feed-forward ``nn.Module`` with outputs ``(mean [..., A],
+            log_std [..., A])`` before the squash, e.g. ``{class_path:
+            lightning_rl.models.PiMlpModel, init_args: {hidden_sizes: [64, 64]}}``;
+            ``hidden_sizes`` then does not apply. None: :class:`~lightning_rl.models.PiMlpModel`
+            with ``hidden_sizes``.
+        q_model: Each of the two Q networks likewise (called once per critic, independent
+            initializations), ``forward(observation, prev_action, prev_reward, action) -> q
+            [...]``, e.g. ``{class_path: lightning_rl.models.QofMuMlpModel, init_args:
+            {hidden_sizes: [64, 64]}}``; ``q_hidden_sizes`` then does not apply. None:
+            :class:`~lightning_rl.models.QofMuMlpModel` with ``q_hidden_sizes``.
 
     Raises:
-        ValueError: If ``min_log_std >= max_log_std``; at ``initialize`` if the action space
-            is not a bounded 1-D ``FloatBox``.
+        ValueError: If ``min_log_std >= max_log_std`` or ``model``/``q_model`` cannot build a
+            network; at ``initialize`` if the action space is not a bounded 1-D ``FloatBox`` or
+            a given network is recurrent.
     """
 
     def __init__(
@@ -389,8 +470,10 @@ class SacAgent(QpgAgentBase):
         min_log_std: float = -20.0,
         max_log_std: float = 2.0,
         pretrain_std: float | None = 0.75,
+        model: ModelFactory | None = None,
+        q_model: ModelFactory | None = None,
     ) -> None:
-        super().__init__(pretrain_std=pretrain_std)
+        super().__init__(pretrain_std=pretrain_std, model=model, q_model=q_model)
         if not min_log_std < max_log_std:
             raise ValueError(f"min_log_std={min_log_std} must be below max_log_std={max_log_std}")
         self.hidden_sizes = tuple(hidden_sizes)
@@ -403,7 +486,10 @@ class SacAgent(QpgAgentBase):
         self.target_q2_model: nn.Module | None = None
 
     def make_model(self, env_spaces: Any) -> nn.Module:
-        return PiMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.hidden_sizes)
+        return self.make_policy_model(env_spaces, PiMlpModel, hidden_sizes=self.hidden_sizes)
+
+    def make_default_q_model(self, env_spaces: Any) -> nn.Module:
+        return QofMuMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.q_hidden_sizes)
 
     def make_distribution(self, env_spaces: Any) -> Gaussian:
         return Gaussian(
@@ -414,10 +500,9 @@ class SacAgent(QpgAgentBase):
         )
 
     def make_critics(self, env_spaces: Any) -> None:
-        kwargs = self.make_env_to_model_kwargs(env_spaces)
         if self.q1_model is None:
-            self.q1_model = QofMuMlpModel(**kwargs, hidden_sizes=self.q_hidden_sizes).to(self.device)
-            self.q2_model = QofMuMlpModel(**kwargs, hidden_sizes=self.q_hidden_sizes).to(self.device)
+            self.q1_model = self.make_q_model(env_spaces).to(self.device)
+            self.q2_model = self.make_q_model(env_spaces).to(self.device)
         if self.target_q1_model is None:
             assert self.q2_model is not None
             self.target_q1_model = make_target_model(self.q1_model)

@@ -31,7 +31,7 @@ class SamplesToBuffer(NamedArrayTupleBase):
     action: Any
     reward: Any
     done: Any
-    timeout: Any
+    truncated: Any
     prev_action: Any
     prev_reward: Any
 
@@ -166,7 +166,7 @@ def samples_to_buffer(samples: Any) -> SamplesToBuffer:
         action=samples.agent.action,
         reward=samples.env.reward,
         done=samples.env.done,
-        timeout=samples.env.timeout,
+        truncated=samples.env.truncated,
         prev_action=samples.agent.prev_action,
         prev_reward=samples.env.prev_reward,
     )

@@ -70,7 +70,7 @@ def split_updates(agent: Any, batch: Any, reward_scale: float, bootstrap_timelim
     inputs = agent.to_agent_inputs(*batch.agent_inputs)
     next_inputs = agent.to_agent_inputs(*batch.target_inputs)
     action = agent.from_env_action(batch.action)
-    no_bootstrap = batch.done_n if bootstrap_timelimit else batch.done_n | batch.timeout_n
+    no_bootstrap = batch.done_n if bootstrap_timelimit else batch.done_n | batch.truncated_n
     bootstrap = batch.discount_n.to(action.dtype).masked_fill(no_bootstrap, 0.0)
     return_ = batch.return_.to(action.dtype)
     if reward_scale != 1.0:

@@ -159,7 +159,7 @@ class SequenceSamplesToBuffer(NamedArrayTupleBase):
     action: Any
     reward: Any
     done: Any
-    timeout: Any
+    truncated: Any
     prev_action: Any
     prev_reward: Any
     prev_rnn_state: Any
@@ -172,7 +172,7 @@ class PrioritizedSequenceSamplesToBuffer(NamedArrayTupleBase):
     action: Any
     reward: Any
     done: Any
-    timeout: Any
+    truncated: Any
     prev_action: Any
     prev_reward: Any
     prev_rnn_state: Any
@@ -335,7 +335,7 @@ class R2D1(DQN):
             action=samples.agent.action,
             reward=samples.env.reward,
             done=samples.env.done,
-            timeout=samples.env.timeout,
+            truncated=samples.env.truncated,
             prev_action=samples.agent.prev_action,
             prev_reward=samples.env.prev_reward,
             prev_rnn_state=samples.agent.agent_info.prev_rnn_state,
@@ -362,10 +362,11 @@ class R2D1(DQN):
         if T <= n:
             return out
         return_, n_steps = np.zeros((T, B), np.float32), np.zeros((T, B), np.int64)
-        done_n, timeout_n = np.zeros((T, B), bool), np.zeros((T, B), bool)
+        done_n, truncated_n = np.zeros((T, B), bool), np.zeros((T, B), bool)
         rows = np.arange(T - n)
-        compute_n_step_targets(env.reward, env.done, env.timeout, rows, n, self.discount, return_, done_n, timeout_n,
-                               n_steps)
+        compute_n_step_targets(
+            env.reward, env.done, env.truncated, rows, n, self.discount, return_, done_n, truncated_n, n_steps
+        )
         q = torch.as_tensor(samples.agent.agent_info.q, dtype=torch.float32)  # [T, B, A]
         action = torch.as_tensor(samples.agent.action, dtype=torch.long)[: T - n]
         k = torch.from_numpy(n_steps[: T - n])

@@ -280,9 +280,9 @@ def nat_to_flat_dict(nat: Any, prefix: str = "") -> dict[str, Any]:
     Example:
         >>> from lightning_rl.data import namedarraytuple
         >>> Step = namedarraytuple("Step", ["obs", "info"])
-        >>> Info = namedarraytuple("Info", ["timeout"])
+        >>> Info = namedarraytuple("Info", ["truncated"])
         >>> sorted(nat_to_flat_dict(Step(np.zeros(2), Info(np.zeros(2)))))
-        ['/info/timeout', '/obs']
+        ['/info/truncated', '/obs']
     """
     if not _is_struct(nat):
         raise ValueError(f"nat_to_flat_dict: nat must be a namedtuple or namedarraytuple, got {type(nat).__name__}")

@@ -87,17 +87,17 @@ class OnPolicyDataset(SamplerDataset):
         s = samples
         reward = np.asarray(s.env.reward, dtype=np.float32)
         done = np.asarray(s.env.done, dtype=bool)
-        timeout = np.asarray(s.env.timeout, dtype=bool)
+        truncated = np.asarray(s.env.truncated, dtype=bool)
         value = np.asarray(s.agent.agent_info.value, dtype=np.float32)
         bootstrap_value = np.asarray(s.agent.bootstrap_value, dtype=np.float32)
         check_finite("reward", reward)
         # Truncated episodes bootstrap; only true terminations end the return at zero.
         advantage, return_ = generalized_advantage_estimation_tl(
-            reward, value, done, bootstrap_value, self.discount, self.gae_lambda, timeout
+            reward, value, done, bootstrap_value, self.discount, self.gae_lambda, truncated
         )
         # A truncated step has no next value in the buffer: the approximate timeout form gives it
         # zero advantage, so it is left out of the loss instead of pulling values toward V(s_t).
-        valid = (~timeout).astype(np.float32)
+        valid = (~truncated).astype(np.float32)
         if self.recurrent:
             # Wait-reset collection: steps after an env's done are padding, not data.
             valid *= valid_from_done(done.astype(np.float32))

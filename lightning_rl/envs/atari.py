@@ -36,13 +36,13 @@ class AtariEnvInfo(NamedTuple):
     """``env_info`` of :class:`AtariEnv`.
 
     Attributes:
-        timeout: The step hit the ``horizon`` (truncation) without a termination.
+        truncated: The step hit the ``horizon`` (truncation) without a termination.
         terminated: Game over, or a lost life under ``episodic_lives``.
         game_score: Raw (unclipped) game score of the step, summed over skipped frames.
         traj_done: The game is over or hit the ``horizon``: the next reset starts a new game.
     """
 
-    timeout: bool
+    truncated: bool
     terminated: bool
     game_score: float
     traj_done: bool
@@ -280,12 +280,12 @@ class AtariEnv(Env):
         self._lives = lives
         terminated = game_over or (self.episodic_lives and lost_life)
         at_horizon = self._horizon is not None and self._steps >= self._horizon
-        timeout = at_horizon and not terminated
+        truncated = at_horizon and not terminated
         traj_done = game_over or at_horizon
         self._continue_game = terminated and not traj_done
         reward = float(np.sign(game_score)) if self.clip_reward else game_score
-        env_info = AtariEnvInfo(timeout=timeout, terminated=terminated, game_score=game_score, traj_done=traj_done)
-        return EnvStep(self._obs.copy(), reward, terminated or timeout, env_info)
+        env_info = AtariEnvInfo(truncated=truncated, terminated=terminated, game_score=game_score, traj_done=traj_done)
+        return EnvStep(self._obs.copy(), reward, terminated or truncated, env_info)
 
     def render(self) -> np.ndarray:
         """The current screen as RGB, uint8 ``[210, 160, 3]``."""

@@ -2,7 +2,7 @@
 
 Environments take and return numpy values. ``step`` returns an :class:`EnvStep` whose ``done`` is
 ``terminated or truncated`` and whose ``env_info`` is a namedtuple with a fixed set of fields
-(always including ``timeout``: True when the episode ended by truncation rather than
+(always including ``truncated``: True when the episode ended by truncation rather than
 termination), so samplers can preallocate buffers for it. An env does not reset itself: the
 collector calls :meth:`Env.reset` after a done step.
 """

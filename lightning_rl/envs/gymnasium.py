@@ -1,7 +1,7 @@
 """Adapter from gymnasium 1.x environments to the lightning_rl :class:`~lightning_rl.envs.base.Env`.
 
 gymnasium's ``terminated`` and ``truncated`` stay apart: ``done = terminated or truncated`` and
-``env_info.timeout`` is True when the episode was cut by a time limit rather than ended by the
+``env_info.truncated`` is True when the episode was cut by a time limit rather than ended by the
 MDP, so returns can bootstrap through time limits. ``info`` dicts are turned into named tuples
 with one fixed structure per env (samplers preallocate buffers for them), built from the keys
 seen at the first reset and the first step.
@@ -52,7 +52,7 @@ class InfoFilter:
     Args:
         example: The example info dict.
         name: Type name of the named tuple.
-        leading: Fields placed first, filled by the caller (e.g. ``timeout``, ``terminated``).
+        leading: Fields placed first, filled by the caller (e.g. ``truncated``, ``terminated``).
     """
 
     keys: tuple[Any, ...]
@@ -88,6 +88,16 @@ class InfoFilter:
                 values.append(self._cast(key, part, v))
         return self.schema(*values)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Envs pickled (in checkpoints) before the ``timeout`` field was renamed ``truncated``
+        # keep filling the same buffer fields after a resume.
+        self.__dict__.update(state)
+        if "timeout" in self.leading:
+            self.leading = tuple("truncated" if f == "timeout" else f for f in self.leading)
+            fields = list(self.schema._fields)
+            fields[fields.index("timeout")] = "truncated"
+            self.schema = NamedTupleSchema(self.schema._typename, fields)
+
     @staticmethod
     def _cast(key: Any, example: Any, value: Any) -> Any:
         try:
@@ -122,7 +132,7 @@ class GymEnvWrapper(Env):
 
     Observations and actions are converted with :mod:`lightning_rl.spaces.gymnasium` (dicts and
     tuples become named tuples). ``step`` returns ``EnvStep(observation, reward: float, done:
-    bool, env_info)`` with ``env_info`` a named tuple ``EnvInfo(timeout, terminated, <info
+    bool, env_info)`` with ``env_info`` a named tuple ``EnvInfo(truncated, terminated, <info
     keys>...)``.
 
     Args:
@@ -134,7 +144,7 @@ class GymEnvWrapper(Env):
         >>> env.seed(0)
         >>> obs = env.reset()
         >>> step = env.step(env.action_space.sample())
-        >>> step.env_info.timeout
+        >>> step.env_info.truncated
         False
     """
 
@@ -188,7 +198,7 @@ class GymEnvWrapper(Env):
         obs, reward, terminated, truncated, info = self.env.step(to_gymnasium_value(self._action_space, action))
         terminated, truncated = bool(terminated), bool(truncated)
         if self._info_filter is None:
-            self._info_filter = InfoFilter({**self._reset_info, **info}, "EnvInfo", ("timeout", "terminated"))
+            self._info_filter = InfoFilter({**self._reset_info, **info}, "EnvInfo", ("truncated", "terminated"))
             self._reset_info = {}
         env_info = self._info_filter(info, truncated and not terminated, terminated)
         return EnvStep(

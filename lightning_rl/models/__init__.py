@@ -2,6 +2,11 @@
 
 Every task model takes inputs with leading dims ``[]``, ``[B]`` or ``[T, B]`` and returns
 outputs with the same leading dims; recurrent ones also take and return an ``RnnState``.
+
+Every task model's first two parameters are the env-dependent ones, positional:
+``(observation_shape, action_size)``, or ``(image_shape, output_size)`` for the Atari models. An
+agent's ``model`` argument (a :data:`ModelFactory`) is called with exactly these two, so any
+model class with its other arguments from a config can stand in for the agent's own choice.
 """
 
 from lightning_rl.models.atari import (
@@ -13,7 +18,14 @@ from lightning_rl.models.atari import (
     AtariR2d1Model,
     atari_encoder,
 )
-from lightning_rl.models.base import FeedForwardModel, ImageEncoder, RecurrentModel, VectorEncoder
+from lightning_rl.models.base import (
+    FeedForwardModel,
+    ImageEncoder,
+    ModelFactory,
+    RecurrentModel,
+    VectorEncoder,
+    is_recurrent_model,
+)
 from lightning_rl.models.blocks import (
     Conv2dHeadModel,
     Conv2dModel,
@@ -66,6 +78,7 @@ __all__ = [
     "ImageEncoder",
     "LstmCore",
     "MlpModel",
+    "ModelFactory",
     "MuMlpModel",
     "PiMlpModel",
     "QofMuMlpModel",
@@ -78,6 +91,7 @@ __all__ = [
     "atari_encoder",
     "conv2d_output_shape",
     "init_orthogonal_",
+    "is_recurrent_model",
     "make_q_head",
     "scale_grad",
     "strip_ddp_state_dict",

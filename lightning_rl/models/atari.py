@@ -208,6 +208,8 @@ class AtariCatDqnModel(FeedForwardModel):
     ) -> None:
         encoder = atari_encoder(image_shape, conv, None, use_maxpool, channels, kernel_sizes, strides, paddings)
         super().__init__(encoder, make_q_head(encoder.output_size, fc_sizes, output_size, dueling, n_atoms))
+        #: Atoms of each return distribution (agents check it against their own support).
+        self.n_atoms = int(n_atoms)
 
     def outputs(self, head_output: torch.Tensor) -> torch.Tensor:
         """Softmax over atoms of the ``[N, A, n_atoms]`` logits."""

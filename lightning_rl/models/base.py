@@ -11,6 +11,7 @@ A task model is ``encoder -> [LSTM core ->] head``:
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -23,11 +24,36 @@ from lightning_rl.models.blocks import Conv2dHeadModel, MlpModel
 from lightning_rl.models.normalization import RunningMeanStdModel
 from lightning_rl.models.recurrent import LstmCore, RnnState
 
-__all__ = ["FeedForwardModel", "ImageEncoder", "RecurrentModel", "VectorEncoder"]
+__all__ = ["FeedForwardModel", "ImageEncoder", "ModelFactory", "RecurrentModel", "VectorEncoder", "is_recurrent_model"]
 
 
 # Stacks a tensor from every DDP rank (``LightningModule.all_gather``).
 AllGather = Callable[[torch.Tensor], torch.Tensor]
+
+#: What an agent's ``model`` (or ``q_model``) argument is: a callable that builds a network from
+#: the env-dependent leading positional arguments every model class takes, ``(observation_shape,
+#: action_size)`` (``(image_shape, output_size)`` for the Atari models). In a config it is a model
+#: class with its other arguments, which jsonargparse turns into such a callable::
+#:
+#:     model:
+#:       class_path: lightning_rl.models.CategoricalPgMlpModel
+#:       init_args: {hidden_sizes: [128, 128], hidden_nonlinearity: torch.nn.ReLU}
+ModelFactory = Callable[[Sequence[int], int], nn.Module]
+
+
+def is_recurrent_model(model: nn.Module) -> bool:
+    """Whether ``model`` is recurrent: its ``forward`` takes an ``init_rnn_state`` argument.
+
+    That is the calling convention of every recurrent model (:class:`RecurrentModel`: the state
+    comes after ``(observation, prev_action, prev_reward)`` and the next state is returned last);
+    feed-forward models take no state. The check reads the signature only, so it runs no forward
+    pass and works for models that do not derive from the skeletons here.
+    """
+    try:
+        parameters = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):  # builtins without a signature: no state argument known
+        return False
+    return "init_rnn_state" in parameters
 
 
 class Encoder(Protocol):

@@ -63,6 +63,8 @@ class CatDqnMlpModel(FeedForwardModel):
     ) -> None:
         encoder = VectorEncoder(observation_shape)
         super().__init__(encoder, make_q_head(encoder.output_size, hidden_sizes, action_size, dueling, n_atoms))
+        #: Atoms of each return distribution (agents check it against their own support).
+        self.n_atoms = int(n_atoms)
 
     def outputs(self, head_output: torch.Tensor) -> torch.Tensor:
         """Softmax over atoms of the ``[N, A, n_atoms]`` logits."""

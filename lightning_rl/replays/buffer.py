@@ -45,7 +45,7 @@ class ReplayBuffer:
 
     Args:
         example: One step of the samples to store (namedtuple/namedarraytuple, no leading dims)
-            with fields ``observation, action, reward, done`` and optionally ``timeout``,
+            with fields ``observation, action, reward, done`` and optionally ``truncated``,
             ``prev_action``, ``prev_reward``, ``prev_rnn_state`` (sequence replays).
         size: Transitions to hold (``T * B``).
         B: Envs per appended batch (the sampler's ``batch_B``).
@@ -132,7 +132,7 @@ class ReplayBuffer:
             storage=self.storage,
             min_age=min_age,
             interval=interval,
-            exclude_timeouts=sequence_T is None,
+            exclude_truncated=sequence_T is None,
             rng=self.rng,
         )
         if prioritized:

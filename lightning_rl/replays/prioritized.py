@@ -34,7 +34,7 @@ class PrioritizedSampler:
         storage: The storage sampled from.
         min_age: Minimum age of a start row (``span - 1 + n_step_return``).
         interval: Start rows are multiples of this (sequence replays: the RNN-state interval).
-        exclude_timeouts: Give truncated steps priority 0 (transition replays).
+        exclude_truncated: Give truncated steps priority 0 (transition replays).
         rng: Random generator.
         alpha: Priority exponent (0: uniform).
         beta: Initial importance-sampling exponent.
@@ -54,7 +54,7 @@ class PrioritizedSampler:
         storage: ReplayStorage,
         min_age: int,
         interval: int = 1,
-        exclude_timeouts: bool = False,
+        exclude_truncated: bool = False,
         rng: np.random.Generator | None = None,
         alpha: float = 0.6,
         beta: float = 0.4,
@@ -68,7 +68,7 @@ class PrioritizedSampler:
         self.storage = storage
         self.min_age = int(min_age)
         self.interval = int(interval)
-        self.exclude_timeouts = exclude_timeouts and storage.timeout is not None
+        self.exclude_truncated = exclude_truncated and storage.truncated is not None
         self.rng = rng if rng is not None else np.random.default_rng()
         self.alpha = float(alpha)
         self.beta_init = float(beta)
@@ -106,9 +106,9 @@ class PrioritizedSampler:
         lo, hi = self.storage.age_bounds(self.min_age)
         age = self.storage.ages(t)
         ok = (age >= lo) & (age <= hi)
-        if self.exclude_timeouts:
-            assert self.storage.timeout is not None  # exclude_timeouts is set only when the storage has timeouts
-            ok = ok & ~self.storage.timeout[t, b]
+        if self.exclude_truncated:
+            assert self.storage.truncated is not None  # exclude_truncated needs a truncated field
+            ok = ok & ~self.storage.truncated[t, b]
         return ok
 
     def on_append(self, rows: np.ndarray) -> None:

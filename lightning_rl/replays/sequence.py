@@ -31,8 +31,8 @@ class SequenceSamplesFromReplay(NamedArrayTupleBase):
         return_: ``[T, N]`` n-step returns of the first ``T`` rows (float32).
         done: ``[T, N]`` bool.
         done_n: ``[T, N]`` bool, termination inside the row's n-step window.
-        timeout: ``[T, N]`` bool, the row's own step was truncated.
-        timeout_n: ``[T, N]`` bool, the window was cut by a timeout.
+        truncated: ``[T, N]`` bool, the row's own step was truncated.
+        truncated_n: ``[T, N]`` bool, the window was cut by a timeout.
         discount_n: ``[T, N]`` float32, ``discount ** n_steps``.
         n_steps: ``[T, N]`` int64: row ``t`` bootstraps from row ``t + n_steps`` of the
             sequence (``n_step_return`` unless cut by a timeout; 0 at a truncated step, which
@@ -49,8 +49,8 @@ class SequenceSamplesFromReplay(NamedArrayTupleBase):
     return_: Any
     done: Any
     done_n: Any
-    timeout: Any
-    timeout_n: Any
+    truncated: Any
+    truncated_n: Any
     discount_n: Any
     n_steps: Any
     init_rnn_state: Any
@@ -76,7 +76,7 @@ def extract_sequence_batch(
     prev_action, prev_reward = storage.prev_action_reward(idx)
     head = idx[:T]
     n_steps = take(storage.n_steps, head)
-    timeout = take(storage.timeout, head) if storage.timeout is not None else np.zeros(head.shape, dtype=bool)
+    truncated = take(storage.truncated, head) if storage.truncated is not None else np.zeros(head.shape, dtype=bool)
     init_rnn_state = None
     if storage.rnn_states is not None:
         init_rnn_state = take(storage.rnn_states, (t // storage.rnn_state_interval) * B + b)
@@ -86,8 +86,8 @@ def extract_sequence_batch(
         return_=take(storage.return_, head),
         done=storage.get("done", head),
         done_n=take(storage.done_n, head),
-        timeout=timeout,
-        timeout_n=take(storage.timeout_n, head),
+        truncated=truncated,
+        truncated_n=take(storage.truncated_n, head),
         discount_n=discount_pow[n_steps],
         n_steps=n_steps.astype(np.int64),
         init_rnn_state=init_rnn_state,

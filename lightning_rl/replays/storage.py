@@ -24,7 +24,7 @@ from lightning_rl.replays.shared import allocate, take
 __all__ = ["ReplayStorage"]
 
 REQUIRED_FIELDS = ("observation", "action", "reward", "done")
-OPTIONAL_FIELDS = ("timeout", "prev_action", "prev_reward", "prev_rnn_state", "priority")
+OPTIONAL_FIELDS = ("truncated", "prev_action", "prev_reward", "prev_rnn_state", "priority")
 
 
 class ReplayStorage:
@@ -32,7 +32,7 @@ class ReplayStorage:
 
     Fields of ``example`` (a namedtuple or namedarraytuple of one step, no leading dims):
     ``observation``, ``action``, ``reward`` (scalar), ``done`` (bool scalar); optionally
-    ``timeout`` (bool: truncated by a time limit; a timeout implies ``done``), ``prev_action``
+    ``truncated`` (bool: truncated by a time limit; a timeout implies ``done``), ``prev_action``
     and ``prev_reward`` (replayed as stored; otherwise taken from the previous row),
     ``prev_rnn_state`` (stored only at rows that are multiples of ``rnn_state_interval``) and
     ``priority`` (float scalar: the initial priority of a window starting at the row, used by
@@ -74,10 +74,10 @@ class ReplayStorage:
         self._example_fields = tuple(example._fields)
         self.fields = [f for f in example._fields if f not in self._separate_fields()]
         self.buffers = {f: buffer_from_example(getattr(example, f), (T, B), share_memory=shared) for f in self.fields}
-        self.timeout = self.buffers.get("timeout")
+        self.truncated = self.buffers.get("truncated")
         self.return_ = allocate((T, B), np.float32, shared)
         self.done_n = allocate((T, B), bool, shared)
-        self.timeout_n = allocate((T, B), bool, shared)
+        self.truncated_n = allocate((T, B), bool, shared)
         self.n_steps = allocate((T, B), np.uint8 if n_step_return < 256 else np.int32, shared)
         self.rnn_states = None
         if "prev_rnn_state" in example._fields:
@@ -167,13 +167,13 @@ class ReplayStorage:
             compute_n_step_targets(
                 self.buffers["reward"],
                 self.buffers["done"],
-                self.timeout,
+                self.truncated,
                 np.arange(start, stop + 1) % self.T,
                 n,
                 self.discount,
                 self.return_,
                 self.done_n,
-                self.timeout_n,
+                self.truncated_n,
                 self.n_steps,
             )
         return (c0 + np.arange(T_in)) % self.T
@@ -226,7 +226,7 @@ class ReplayStorage:
         out: dict[str, np.ndarray] = {}
         for name, buf in self.buffers.items():
             out.update(_leaves(buf, f"samples.{name}"))
-        out.update(return_=self.return_, done_n=self.done_n, timeout_n=self.timeout_n, n_steps=self.n_steps)
+        out.update(return_=self.return_, done_n=self.done_n, truncated_n=self.truncated_n, n_steps=self.n_steps)
         if self.rnn_states is not None:
             out.update(_leaves(self.rnn_states, "rnn_states"))
         out["counters"] = self._counters
@@ -244,12 +244,22 @@ class ReplayStorage:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Copy saved arrays and cursor in place (shared memory stays shared)."""
         for key, dst in self.arrays().items():
-            if key not in state:
+            if key not in state and _legacy_key(key) in state:
+                key_in_state = _legacy_key(key)  # saved before ``timeout`` was renamed ``truncated``
+            elif key not in state:
                 raise ValueError(f"load_state_dict: missing storage array {key!r}")
-            src = np.asarray(state[key])
+            else:
+                key_in_state = key
+            src = np.asarray(state[key_in_state])
             if src.shape != dst.shape:
                 raise ValueError(f"load_state_dict: storage array {key!r} has shape {src.shape}, expected {dst.shape}")
             np.copyto(dst, src)
+
+
+def _legacy_key(key: str) -> str:
+    """A storage array's name as versions before the ``truncated`` rename wrote it."""
+    legacy = {"truncated": "timeout", "truncated_n": "timeout_n"}
+    return ".".join(legacy.get(part, part) for part in key.split("."))
 
 
 def _leaves(buf: Any, prefix: str) -> Iterator[tuple[str, np.ndarray]]:
@@ -281,7 +291,7 @@ def _check_example(example: Any) -> None:
         raise ValueError(
             f"example: unknown field(s) {unknown}; a replay stores {list(REQUIRED_FIELDS + OPTIONAL_FIELDS)}"
         )
-    for name in ("reward", "done", "timeout", "prev_reward", "priority"):
+    for name in ("reward", "done", "truncated", "prev_reward", "priority"):
         if name in fields and np.ndim(getattr(example, name)) != 0:
             shape = np.shape(getattr(example, name))
             raise ValueError(f"example: field {name!r} must be a scalar per step, got shape {shape}")

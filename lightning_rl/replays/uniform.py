@@ -28,7 +28,7 @@ class UniformSampler:
         storage: The storage sampled from.
         min_age: Minimum age of a start row (``span - 1 + n_step_return``).
         interval: Start rows are multiples of this.
-        exclude_timeouts: Never draw a row whose own step was truncated (``timeout``), which has
+        exclude_truncated: Never draw a row whose own step was truncated (``truncated``), which has
             no stored next state (used by transition replays).
         rng: Random generator (shared with the replay that owns this sampler).
     """
@@ -40,13 +40,13 @@ class UniformSampler:
         storage: ReplayStorage,
         min_age: int,
         interval: int = 1,
-        exclude_timeouts: bool = False,
+        exclude_truncated: bool = False,
         rng: np.random.Generator | None = None,
     ) -> None:
         self.storage = storage
         self.min_age = int(min_age)
         self.interval = int(interval)
-        self.exclude_timeouts = exclude_timeouts and storage.timeout is not None
+        self.exclude_truncated = exclude_truncated and storage.truncated is not None
         self.rng = rng if rng is not None else np.random.default_rng()
 
     def _aligned_range(self) -> tuple[int, int]:
@@ -81,11 +81,11 @@ class UniformSampler:
             RuntimeError: If no slot is valid yet.
         """
         t, b = self._draw(n)
-        if self.exclude_timeouts:
-            timeout = self.storage.timeout
-            assert timeout is not None  # exclude_timeouts is set only when the storage has timeouts
+        if self.exclude_truncated:
+            truncated = self.storage.truncated
+            assert truncated is not None  # exclude_truncated is set only when the storage has a truncated field
             for _ in range(_MAX_REDRAWS):
-                bad = np.flatnonzero(timeout[t, b])
+                bad = np.flatnonzero(truncated[t, b])
                 if bad.size == 0:
                     break
                 t[bad], b[bad] = self._draw(bad.size)

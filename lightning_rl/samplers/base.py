@@ -9,8 +9,8 @@ Row ``t`` of the buffer is one agent-env interaction:
 * ``env.observation[t]``, ``agent.prev_action[t]``, ``env.prev_reward[t]``: what the agent acted
   on (``prev_*`` are zeros on the first step of an episode);
 * ``agent.action[t]``, ``agent.agent_info[t]``: what it did;
-* ``env.reward[t]``, ``env.done[t]``, ``env.timeout[t]``, ``env.env_info[t]``: what the env
-  answered. ``done = terminated or truncated`` and ``timeout`` marks truncation (time limit), so
+* ``env.reward[t]``, ``env.done[t]``, ``env.truncated[t]``, ``env.env_info[t]``: what the env
+  answered. ``done = terminated or truncated`` and ``truncated`` marks truncation (time limit), so
   returns can bootstrap through it. After a done step, ``observation[t + 1]`` is the first
   observation of the next episode (reset collector) or zeros (wait-reset collector).
 
@@ -76,13 +76,13 @@ class AgentSamplesBsv(NamedArrayTupleBase):
 
 
 class EnvSamples(NamedArrayTupleBase):
-    """Env side of a ``[T, B]`` batch; ``reward``/``prev_reward`` float32, ``done``/``timeout`` bool."""
+    """Env side of a ``[T, B]`` batch; ``reward``/``prev_reward`` float32, ``done``/``truncated`` bool."""
 
     observation: Any
     reward: Any
     prev_reward: Any
     done: Any
-    timeout: Any
+    truncated: Any
     env_info: Any
 
 
@@ -341,6 +341,8 @@ class BaseSampler:
         """Subclass hook: validate worker arguments against the machine."""
 
     def _initialize_agent(self, agent: Any) -> None:
+        # Env steps of one sampler iteration over all ranks: schedules in env steps (epsilon) need it.
+        agent.set_steps_per_itr(self.batch_spec.T * self.global_B)
         share = self.agent_in_shared_memory
         if not agent.initialized:
             agent.initialize(self.env_spaces, share_memory=share, global_B=self.global_B, env_ranks=self.env_ranks)
@@ -386,7 +388,7 @@ class BaseSampler:
             reward=buffer_from_example(np.float32(0), (T, B), share),
             prev_reward=buffer_from_example(np.float32(0), (T, B), share),
             done=buffer_from_example(np.bool_(False), (T, B), share),
-            timeout=buffer_from_example(np.bool_(False), (T, B), share),
+            truncated=buffer_from_example(np.bool_(False), (T, B), share),
             env_info=buffer_from_example(ex["env_info"], (T, B), share),
         )
         return Samples(agent=agent, env=env)

@@ -292,7 +292,7 @@ class ResetCollector:
             agent_info_t = samples.agent.agent_info[t]
         observation = sb.observation
         n = len(self.envs)
-        rewards, dones, timeouts, infos = [0.0] * n, [False] * n, [False] * n, [None] * n
+        rewards, dones, truncations, infos = [0.0] * n, [False] * n, [False] * n, [None] * n
         completed = []
         for i, env in enumerate(self.envs):
             a = action[i]
@@ -305,11 +305,11 @@ class ResetCollector:
                 o = env.reset()
             observation[i] = o
             rewards[i], dones[i], infos[i] = r, d, info
-            timeouts[i] = info_value(info, "timeout", False)
+            truncations[i] = info_value(info, "truncated", False)
         reward = samples.env.reward[t]
         reward[:] = rewards
         samples.env.done[t] = dones
-        samples.env.timeout[t] = timeouts
+        samples.env.truncated[t] = truncations
         if samples.env.env_info is not None:
             write_rows(samples.env.env_info, t, infos)
         sb.prev_action[:] = action
@@ -386,7 +386,7 @@ class WaitResetCollector(ResetCollector):
         # Blank rows below still zero agent_info; TrajInfos get it only if they may read it.
         traj_agent_info = agent_info_t if traj_info_wants_agent_info(self.traj_infos) else None
         env_info = samples.env.env_info
-        reward, done, timeout = samples.env.reward[t], samples.env.done[t], samples.env.timeout[t]
+        reward, done, truncated = samples.env.reward[t], samples.env.done[t], samples.env.truncated[t]
         observation = sb.observation
         was_waiting = self.waiting.copy()
         completed = []
@@ -408,7 +408,7 @@ class WaitResetCollector(ResetCollector):
             observation[i] = o
             reward[i] = r
             done[i] = d
-            timeout[i] = info_value(info, "timeout", False)
+            truncated[i] = info_value(info, "truncated", False)
             if env_info is not None:
                 env_info[t, i] = info
         blank = np.flatnonzero(was_waiting)
@@ -420,7 +420,7 @@ class WaitResetCollector(ResetCollector):
                 env_info[t, blank] = 0
             reward[blank] = 0
             done[blank] = True
-            timeout[blank] = False
+            truncated[blank] = False
         sb.prev_action[:] = action
         sb.prev_reward[:] = reward
         waiting = np.flatnonzero(self.waiting)

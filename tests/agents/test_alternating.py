@@ -69,11 +69,14 @@ def test_alternating_sampler_bootstraps_each_half_from_its_own_state(cartpole_sp
         sampler.shutdown()
 
 
-def _r2d1(cls, **kwargs):
-    settings = dict(hidden_sizes=(8,), lstm_size=6, head_size=6, eps_final=0.1, eps_final_min=0.001, eps_itr_min=0,
-                    eps_itr_max=10)
+def _r2d1(cls, steps_per_itr=16, **kwargs):
+    # Annealed by 160 env steps: by iteration 10 at 16 env steps per iteration.
+    settings = dict(hidden_sizes=(8,), lstm_size=6, head_size=6, eps_final=0.1, eps_final_min=0.001, eps_steps_min=0,
+                    eps_steps_max=160)
     settings.update(kwargs)
-    return cls(**settings)
+    agent = cls(**settings)
+    agent.set_steps_per_itr(steps_per_itr)
+    return agent
 
 
 def test_alternating_agent_has_one_epsilon_per_env_pair(cartpole_spaces):
@@ -95,7 +98,7 @@ def test_alternating_agent_has_one_epsilon_per_env_pair(cartpole_spaces):
 
 def test_each_half_explores_with_its_pairs_epsilons(cartpole_spaces):
     # Pairs get epsilon [~0, 1]: env 0 of each half acts greedily, env 1 uniformly at random.
-    agent = _r2d1(AlternatingR2d1Agent, eps_final=1.0, eps_final_min=1e-9, eps_itr_max=0)
+    agent = _r2d1(AlternatingR2d1Agent, eps_final=1.0, eps_final_min=1e-9, eps_steps_max=0)
     agent.initialize(cartpole_spaces, global_B=4, env_ranks=[0, 1, 2, 3])
     agent.sample_mode(0)
     torch.manual_seed(0)
@@ -122,8 +125,9 @@ def test_vector_epsilon_agents_sample_with_an_alternating_sampler(recurrent):
     if recurrent:
         agent = _r2d1(AlternatingR2d1Agent)
     else:
-        agent = DqnAgent(hidden_sizes=(8,), eps_final=0.1, eps_final_min=0.001, eps_itr_min=0, eps_itr_max=10)
+        agent = DqnAgent(hidden_sizes=(8,), eps_final=0.1, eps_final_min=0.001, eps_steps_min=0, eps_steps_max=160)
         agent.alternating = True  # feed-forward agents have no alternating class: set the flag
+        agent.set_steps_per_itr(16)
     sampler = AlternatingSampler("CartPole-v1", batch_T=4, batch_B=4, n_workers=2)
     sampler.initialize(agent, seed=0)
     try:

@@ -24,6 +24,7 @@ B = 3
 
 def _agent(spaces, cls=CategoricalPgAgent):
     agent = cls(hidden_sizes=(8,), lstm_size=6)
+    agent.set_steps_per_itr(B)  # as RLModule.setup does (epsilon schedules count env steps)
     agent.initialize(spaces)
     agent.sample_mode(0)
     return agent
@@ -142,6 +143,7 @@ def test_sampling_state_survives_a_checkpoint(cartpole_spaces):
     torch.save(agent.state_dict(), buf)
     buf.seek(0)
     restored = R2d1Agent(hidden_sizes=(8,), lstm_size=6)
+    restored.set_steps_per_itr(B)
     restored.initialize(cartpole_spaces)
     restored.load_state_dict(torch.load(buf, weights_only=True))
     restored.sample_mode(1)

@@ -73,7 +73,7 @@ def test_loss_and_priority_by_hand():
         return_=torch.tensor([0.25, 0.0]),
         done=torch.tensor([True, False]),
         done_n=torch.tensor([True, False]),
-        timeout_n=torch.tensor([False, False]),
+        truncated_n=torch.tensor([False, False]),
         discount_n=torch.tensor([0.9, 1.0]),
         target_inputs=AgentInputs(obs, torch.zeros(2).long(), torch.zeros(2)),
         idxs=torch.arange(2),
@@ -120,7 +120,7 @@ def test_training_changes_the_weights(options):
 def test_tiny_atari_run():
     pl.seed_everything(0)
     module = CategoricalDQN(
-        CatDqnAgent(n_atoms=11, eps_itr_min=0, eps_itr_max=10),
+        CatDqnAgent(n_atoms=11, eps_steps_min=0, eps_steps_max=320),
         SerialSampler(env_id="ALE/Pong-v5", batch_T=16, batch_B=2),
         batch_size=8, replay_size=400, replay_ratio=0.5, min_steps_learn=96, n_step_return=3,
         target_update_interval=4, total_env_steps=160, log_interval_steps=96,
@@ -134,7 +134,7 @@ def test_tiny_atari_run():
 def test_c51_solves_cartpole():
     pl.seed_everything(1)
     module = CategoricalDQN(
-        CatDqnAgent(hidden_sizes=[64, 64], n_atoms=51, V_min=0.0, V_max=100.0, eps_itr_min=0, eps_itr_max=80,
+        CatDqnAgent(hidden_sizes=[64, 64], n_atoms=51, V_min=0.0, V_max=100.0, eps_steps_min=0, eps_steps_max=5120,
                     eps_final=0.02),
         SerialSampler(**CARTPOLE_SAMPLER), **FAST_CARTPOLE,
     )

@@ -30,7 +30,7 @@ def cartpole_dqn(total_env_steps: int = 2048, agent: DqnAgent | None = None, **k
         learning_rate=1e-3, optimizer_eps=1e-8, log_interval_steps=512,
     )
     settings.update(kwargs)
-    agent = agent or DqnAgent(hidden_sizes=[32], eps_itr_min=0, eps_itr_max=20, eps_final=0.05)
+    agent = agent or DqnAgent(hidden_sizes=[32], eps_steps_min=0, eps_steps_max=1280, eps_final=0.05)
     return DQN(agent, SerialSampler(env_id="CartPole-v1", batch_T=16, batch_B=4), total_env_steps=total_env_steps,
                **settings)
 
@@ -83,7 +83,7 @@ def tiny_batch(is_weights: list[float] | None = None) -> SamplesFromReplay:
         return_=torch.tensor([0.5, 1.0, 0.25]),
         done=torch.tensor([False, True, False]),
         done_n=torch.tensor([False, True, False]),
-        timeout_n=torch.tensor([False, False, True]),
+        truncated_n=torch.tensor([False, False, True]),
         discount_n=torch.tensor([0.9, 0.9, 0.81]),
         target_inputs=AgentInputs(next_obs, zeros.long(), zeros),
         idxs=torch.arange(3),
@@ -265,13 +265,13 @@ def test_prioritized_training_sends_td_errors_back_and_changes_sampling():
 
 def test_epsilon_follows_the_agent_schedule_and_vector_epsilon_works():
     pl.seed_everything(0)
-    module = cartpole_dqn(total_env_steps=64 * 5, agent=DqnAgent(hidden_sizes=[16], eps_itr_min=1, eps_itr_max=3,
+    module = cartpole_dqn(total_env_steps=64 * 5, agent=DqnAgent(hidden_sizes=[16], eps_steps_min=64, eps_steps_max=192,
                                                                 eps_final=0.1))
     make_trainer().fit(module)
     assert module.agent.eps_sample == pytest.approx(0.1)
     pl.seed_everything(0)
     vector = cartpole_dqn(total_env_steps=64 * 5, agent=DqnAgent(hidden_sizes=[16], eps_final_min=0.01,
-                                                                eps_final=0.4, eps_itr_min=0, eps_itr_max=2))
+                                                                eps_final=0.4, eps_steps_min=0, eps_steps_max=128))
     make_trainer().fit(vector)
     eps = vector.agent.eps_sample
     assert eps.shape == (4,)
@@ -291,7 +291,7 @@ def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
         pl.seed_everything(3)
         module = cartpole_dqn(
             total_env_steps=10**6, log_interval_steps=256, prioritized_replay=True, n_step_return=3,
-            double_dqn=True, agent=DqnAgent(hidden_sizes=[16], dueling=True, eps_itr_min=0, eps_itr_max=30),
+            double_dqn=True, agent=DqnAgent(hidden_sizes=[16], dueling=True, eps_steps_min=0, eps_steps_max=1920),
         )
         ckpt = ModelCheckpoint(dirpath=dirpath, save_last=True, save_top_k=-1)
         make_trainer(max_epochs=max_epochs, callbacks=[ckpt]).fit(module, ckpt_path=ckpt_path)
@@ -313,7 +313,7 @@ def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
 def test_tiny_atari_run_uses_frame_replay():
     pl.seed_everything(0)
     module = DQN(
-        DqnAgent(dueling=True, eps_itr_min=0, eps_itr_max=10),
+        DqnAgent(dueling=True, eps_steps_min=0, eps_steps_max=320),
         SerialSampler(env_id="ALE/Pong-v5", batch_T=16, batch_B=2),
         batch_size=8, replay_size=400, replay_ratio=0.5, min_steps_learn=96, n_step_return=3, double_dqn=True,
         prioritized_replay=True, target_update_interval=4, total_env_steps=192, log_interval_steps=96,
@@ -396,7 +396,7 @@ CARTPOLE_SAMPLER = dict(env_id="CartPole-v1", batch_T=64, batch_B=1, eval_n_envs
 def test_dqn_solves_cartpole():
     pl.seed_everything(1)
     module = DQN(
-        DqnAgent(hidden_sizes=[64, 64], eps_itr_min=0, eps_itr_max=80, eps_final=0.02),
+        DqnAgent(hidden_sizes=[64, 64], eps_steps_min=0, eps_steps_max=5120, eps_final=0.02),
         SerialSampler(**CARTPOLE_SAMPLER), **FAST_CARTPOLE,
     )
     assert solve_cartpole(module) >= 475.0, module.train_state

@@ -148,7 +148,7 @@ def test_dqn_module_timeout_bootstraps_and_termination_does_not():
     # Row 1 terminated (done_n): its target is the return alone although Q_target(s_n) = 7.
     assert float(y[1]) == 1.0
     # Row 2 was cut by a time-out (timeout_n, not done_n): it bootstraps with gamma^2.
-    assert bool(batch.timeout_n[2]) and not bool(batch.done_n[2])
+    assert bool(batch.truncated_n[2]) and not bool(batch.done_n[2])
     assert float(y[2]) == approx(0.25 + 0.81 * 2.0)
 
 
@@ -391,7 +391,7 @@ def c51_fixed_networks(double_dqn: bool = False):
     zeros = torch.zeros(1)
     batch = SamplesFromReplay(
         agent_inputs=AgentInputs(torch.zeros(1, 4), zeros.long(), zeros), action=torch.tensor([1]), return_=t([0.5]),
-        done=b([False]), done_n=b([False]), timeout_n=b([False]), discount_n=t([0.5]),
+        done=b([False]), done_n=b([False]), truncated_n=b([False]), discount_n=t([0.5]),
         target_inputs=AgentInputs(torch.ones(1, 4), zeros.long(), zeros), idxs=torch.arange(1), is_weights=t([1.0]),
     )
     return module, batch

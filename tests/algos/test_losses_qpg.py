@@ -70,7 +70,7 @@ def four_endings_batch() -> SamplesFromReplay:
             return_=t(returns),
             done=torch.tensor([False, True, False, True]),
             done_n=torch.tensor([False, True, False, True]),
-            timeout_n=torch.tensor([False, False, True, True]),
+            truncated_n=torch.tensor([False, False, True, True]),
             discount_n=t(discount),
             target_inputs=AgentInputs(obs + 1, zeros[:, None], zeros),
             idxs=torch.arange(4),

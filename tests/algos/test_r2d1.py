@@ -34,7 +34,7 @@ def small_r2d1(total_env_steps: int = 2048, agent: R2d1Agent | None = None, **kw
     )
     settings.update(kwargs)
     return R2D1(
-        agent or R2d1Agent(hidden_sizes=(16,), lstm_size=16, head_size=16, eps_itr_min=0, eps_itr_max=10),
+        agent or R2d1Agent(hidden_sizes=(16,), lstm_size=16, head_size=16, eps_steps_min=0, eps_steps_max=640),
         SerialSampler(env_id=CARTPOLE_NO_VELOCITY_ID, batch_T=16, batch_B=4),
         total_env_steps=total_env_steps,
         **settings,
@@ -60,8 +60,8 @@ def sequence_batch(module: R2D1, N: int = 3, seed: int = 0, L: int | None = None
         return_=torch.rand(rows, N, generator=g) * 3,
         done=torch.zeros(rows, N, dtype=torch.bool),
         done_n=torch.zeros(rows, N, dtype=torch.bool),
-        timeout=torch.zeros(rows, N, dtype=torch.bool),
-        timeout_n=torch.zeros(rows, N, dtype=torch.bool),
+        truncated=torch.zeros(rows, N, dtype=torch.bool),
+        truncated_n=torch.zeros(rows, N, dtype=torch.bool),
         discount_n=torch.full((rows, N), module.discount**module.n_step_return),
         n_steps=torch.full((rows, N), module.n_step_return, dtype=torch.long),
         init_rnn_state=RnnState(torch.randn(N, 1, H, generator=g), torch.randn(N, 1, H, generator=g)),
@@ -144,8 +144,8 @@ def test_the_sequence_starts_from_the_stored_state():
         return_=batch.return_[6:],
         done=batch.done[6:],
         done_n=batch.done_n[6:],
-        timeout=batch.timeout[6:],
-        timeout_n=batch.timeout_n[6:],
+        truncated=batch.truncated[6:],
+        truncated_n=batch.truncated_n[6:],
         discount_n=batch.discount_n[6:],
         n_steps=batch.n_steps[6:],
         init_rnn_state=rnn_state_to_samples(state),
@@ -197,8 +197,8 @@ def test_importance_weights_scale_each_sequence():
 class _Samples:
     """Just the fields of the sampler's ``Samples`` that input priorities read."""
 
-    def __init__(self, reward, done, timeout, action, q):
-        self.env = type("Env", (), dict(reward=reward, done=done, timeout=timeout))
+    def __init__(self, reward, done, truncated, action, q):
+        self.env = type("Env", (), dict(reward=reward, done=done, truncated=truncated))
         self.agent = type("Agent", (), dict(action=action, agent_info=type("Info", (), dict(q=q))))
 
 
@@ -248,7 +248,7 @@ def _replay_example():
 
     return PrioritizedSequenceSamplesToBuffer(
         observation=np.zeros(2, np.float32), action=np.int64(0), reward=np.float32(0), done=np.bool_(False),
-        timeout=np.bool_(False), prev_action=np.int64(0), prev_reward=np.float32(0),
+        truncated=np.bool_(False), prev_action=np.int64(0), prev_reward=np.float32(0),
         prev_rnn_state=RnnState(np.zeros((1, 4), np.float32), np.zeros((1, 4), np.float32)),
         priority=np.float32(1.0),
     )
@@ -260,7 +260,7 @@ def _replay_samples(T: int, priority: np.ndarray):
     B = priority.shape[1]
     return PrioritizedSequenceSamplesToBuffer(
         observation=np.zeros((T, B, 2), np.float32), action=np.zeros((T, B), np.int64),
-        reward=np.ones((T, B), np.float32), done=np.zeros((T, B), bool), timeout=np.zeros((T, B), bool),
+        reward=np.ones((T, B), np.float32), done=np.zeros((T, B), bool), truncated=np.zeros((T, B), bool),
         prev_action=np.zeros((T, B), np.int64), prev_reward=np.zeros((T, B), np.float32),
         prev_rnn_state=RnnState(np.zeros((T, B, 1, 4), np.float32), np.zeros((T, B, 1, 4), np.float32)),
         priority=priority,
@@ -281,7 +281,7 @@ class _RecordingR2D1(R2D1):
 def test_fit_replays_stored_states_and_counts_updates_in_training_rows():
     pl.seed_everything(0)
     module = _RecordingR2D1(
-        R2d1Agent(hidden_sizes=(16,), lstm_size=16, head_size=16, eps_itr_min=0, eps_itr_max=10),
+        R2d1Agent(hidden_sizes=(16,), lstm_size=16, head_size=16, eps_steps_min=0, eps_steps_max=640),
         SerialSampler(env_id=CARTPOLE_NO_VELOCITY_ID, batch_T=16, batch_B=4),
         batch_size=8, batch_T=8, warmup_T=4, rnn_state_interval=4, n_step_return=2, min_steps_learn=256,
         replay_size=4096, replay_ratio=4, target_update_interval=20, total_env_steps=1024, log_interval_steps=256,
@@ -397,7 +397,7 @@ def test_r2d1_beats_feed_forward_dqn_on_cartpole_without_velocities():
     budget = 30_000
     pl.seed_everything(0)
     dqn = DQN(
-        DqnAgent(hidden_sizes=(64, 64), eps_itr_min=0, eps_itr_max=100, eps_final=0.02),
+        DqnAgent(hidden_sizes=(64, 64), eps_steps_min=0, eps_steps_max=8000, eps_final=0.02),
         SerialSampler(env_id=CARTPOLE_NO_VELOCITY_ID, batch_T=10, batch_B=8),
         batch_size=64, n_step_return=3, discount=0.99, min_steps_learn=2000, replay_size=50_000, replay_ratio=8,
         target_update_interval=100, learning_rate=1e-3, optimizer_eps=1e-8, clip_grad_norm=10.0, double_dqn=True,
@@ -409,7 +409,7 @@ def test_r2d1_beats_feed_forward_dqn_on_cartpole_without_velocities():
 
     pl.seed_everything(0)
     r2d1 = R2D1(
-        R2d1Agent(hidden_sizes=(64,), lstm_size=64, head_size=64, eps_itr_min=0, eps_itr_max=100, eps_final=0.02),
+        R2d1Agent(hidden_sizes=(64,), lstm_size=64, head_size=64, eps_steps_min=0, eps_steps_max=8000, eps_final=0.02),
         SerialSampler(env_id=CARTPOLE_NO_VELOCITY_ID, batch_T=10, batch_B=8),
         batch_size=32, batch_T=20, warmup_T=10, rnn_state_interval=10, n_step_return=3, discount=0.99,
         min_steps_learn=2000, replay_size=50_000, replay_ratio=32, target_update_interval=100, learning_rate=1e-3,

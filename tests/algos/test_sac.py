@@ -46,7 +46,7 @@ def end_of_episode_batch() -> SamplesFromReplay:
         return_=torch.ones(3),
         done=torch.tensor([False, False, True]),
         done_n=torch.tensor([False, False, True]),
-        timeout_n=torch.tensor([False, True, False]),
+        truncated_n=torch.tensor([False, True, False]),
         discount_n=torch.tensor([0.9, 0.9, 0.9]),
         target_inputs=AgentInputs(next_obs, zeros[:, None], zeros),
         idxs=torch.arange(3),

@@ -29,7 +29,7 @@ from lightning_rl.data import (
 )
 
 Sample = namedarraytuple("Sample", ["observation", "reward", "info", "missing"])
-Info = namedtuple("Info", ["timeout", "lives"])
+Info = namedtuple("Info", ["truncated", "lives"])
 
 
 def make_example() -> Any:
@@ -37,7 +37,7 @@ def make_example() -> Any:
     return Sample(
         observation=np.ones(3, dtype=np.float32),
         reward=1.5,
-        info=Info(timeout=False, lives=np.int16(3)),
+        info=Info(truncated=False, lives=np.int16(3)),
         missing=None,
     )
 
@@ -51,11 +51,11 @@ def _child_writes(buf: Any) -> None:
 def test_buffer_from_example_shapes_dtypes_and_none() -> None:
     buf = buffer_from_example(make_example(), (4, 2))
     assert type(buf) is Sample and buf.missing is None
-    assert is_namedarraytuple(buf.info) and buf.info._fields == ("timeout", "lives")
+    assert is_namedarraytuple(buf.info) and buf.info._fields == ("truncated", "lives")
     assert buf.observation.shape == (4, 2, 3) and buf.observation.dtype == np.float32
     # A Python float example means a float32 field; a Python bool stays bool.
     assert buf.reward.shape == (4, 2) and buf.reward.dtype == np.float32
-    assert buf.info.timeout.dtype == np.bool_ and buf.info.lives.dtype == np.int16
+    assert buf.info.truncated.dtype == np.bool_ and buf.info.lives.dtype == np.int16
     assert not buf.observation.any() and not buf.reward.any()
     # The buffer takes the [T, B] writes that samplers do.
     buf[2, 1] = make_example()
@@ -146,7 +146,7 @@ def test_buffer_to_moves_every_leaf() -> None:
     buf = buffer_from_example(make_example(), (2,))
     moved = buffer_to(buf, "cpu")
     assert type(moved) is Sample and moved.missing is None
-    assert isinstance(moved.info.timeout, torch.Tensor) and moved.info.timeout.device.type == "cpu"
+    assert isinstance(moved.info.truncated, torch.Tensor) and moved.info.truncated.device.type == "cpu"
     buf.reward[1] = 2.5
     assert buffer_to(buf, torch.device("cpu")).reward.tolist() == [0.0, 2.5]
 
@@ -155,7 +155,7 @@ def test_buffer_method_and_func() -> None:
     t = torchify_buffer(buffer_from_example(make_example(), (2,)))
     buffer_method(t, "fill_", 3)
     assert t.observation.sum().item() == 18.0 and t.reward.sum().item() == 6.0
-    assert t.info.lives.tolist() == [3, 3] and t.info.timeout.tolist() == [True, True]
+    assert t.info.lives.tolist() == [3, 3] and t.info.truncated.tolist() == [True, True]
     doubled = buffer_method(t, "mul", 2)
     assert doubled.observation[0, 0].item() == 6.0 and t.observation[0, 0].item() == 3.0
     shapes = buffer_func(t, lambda x: tuple(x.shape))

@@ -32,7 +32,7 @@ Samples = namedarraytuple("Samples", ["agent", "env"])
 AgentSamples = namedarraytuple("AgentSamples", ["action", "prev_action", "agent_info"])
 AgentInfo = namedarraytuple("AgentInfo", ["value", "prev_rnn_state"])
 EnvSamples = namedarraytuple("EnvSamples", ["observation", "reward", "env_info"])
-EnvInfo = namedtuple("EnvInfo", ["timeout"])
+EnvInfo = namedtuple("EnvInfo", ["truncated"])
 
 
 def make_buffer(T: int = 3, B: int = 2) -> Any:
@@ -207,14 +207,14 @@ def test_nat_to_flat_dict_keys_are_views() -> None:
         "/agent/agent_info/value",
         "/env/observation",
         "/env/reward",
-        "/env/env_info/timeout",
+        "/env/env_info/truncated",
     ]
     assert flat["/env/observation"] is buf.env.observation
     assert flat["/agent/agent_info/value"] is buf.agent.agent_info.value
     flat["/env/reward"][1, 1] = -3.0
     assert buf.env.reward[1, 1] == -3.0
-    buf.env.env_info.timeout[2, 0] = True
-    assert flat["/env/env_info/timeout"][2, 0]
+    buf.env.env_info.truncated[2, 0] = True
+    assert flat["/env/env_info/truncated"][2, 0]
 
 
 def test_nat_flat_dict_round_trip_exact() -> None:

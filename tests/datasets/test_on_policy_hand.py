@@ -21,11 +21,11 @@ VALUE = [2.0, 1.0, 3.0, 2.0]
 BOOTSTRAP = 6.0
 
 
-def _samples(done, timeout):
+def _samples(done, truncated):
     """The fields of the sampler's ``Samples`` buffer that ``process_samples`` reads, ``[T=4, B=1]``."""
     col = lambda x, dtype=np.float32: np.asarray(x, dtype=dtype)[:, None]  # noqa: E731
     env = SimpleNamespace(
-        reward=col(REWARD), done=col(done, bool), timeout=col(timeout, bool),
+        reward=col(REWARD), done=col(done, bool), truncated=col(truncated, bool),
         observation=np.arange(4, dtype=np.float32).reshape(4, 1, 1), prev_reward=np.zeros((4, 1), np.float32),
     )
     agent = SimpleNamespace(
@@ -37,12 +37,12 @@ def _samples(done, timeout):
     return SimpleNamespace(env=env, agent=agent)
 
 
-def _process(done, timeout, normalize_advantage):
+def _process(done, truncated, normalize_advantage):
     dataset = OnPolicyDataset(
         sampler=None, agent=None, state=None, iterations_per_epoch=1,
         discount=0.5, gae_lambda=0.8, normalize_advantage=normalize_advantage,
     )
-    batch = dataset.process_samples(_samples(done, timeout))
+    batch = dataset.process_samples(_samples(done, truncated))
     return batch.advantage[:, 0].numpy(), batch.return_[:, 0].numpy(), batch.valid[:, 0].numpy()
 
 

@@ -20,7 +20,7 @@ def to_buffer(samples):
         action=samples.agent.action,
         reward=samples.env.reward,
         done=samples.env.done,
-        timeout=samples.env.timeout,
+        truncated=samples.env.truncated,
         prev_action=samples.agent.prev_action,
         prev_reward=samples.env.prev_reward,
     )

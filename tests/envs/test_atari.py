@@ -104,7 +104,7 @@ def test_episodic_lives_done_on_life_loss_traj_done_at_game_over():
         step = env.step(int(rng.integers(4)))
         if not step.done:
             continue
-        assert step.env_info.terminated and not step.env_info.timeout
+        assert step.env_info.terminated and not step.env_info.truncated
         if step.env_info.traj_done:
             break
         life_losses += 1
@@ -142,7 +142,7 @@ def test_timeout_at_horizon_then_new_game():
     steps = [env.step(0) for _ in range(5)]
     assert [s.done for s in steps] == [False] * 4 + [True]
     last = steps[-1].env_info
-    assert last == AtariEnvInfo(timeout=True, terminated=False, game_score=0.0, traj_done=True)
+    assert last == AtariEnvInfo(truncated=True, terminated=False, game_score=0.0, traj_done=True)
     assert env.ale.getEpisodeFrameNumber() == 20
     env.reset()
     assert env.ale.getEpisodeFrameNumber() == 0

@@ -30,10 +30,10 @@ def test_truncation_is_done_with_timeout():
     assert obs.dtype == np.float32 and obs.shape == (4,)
     steps = [env.step(t % 2) for t in range(5)]
     assert [s.done for s in steps] == [False] * 4 + [True]
-    assert [s.env_info.timeout for s in steps] == [False] * 4 + [True]
+    assert [s.env_info.truncated for s in steps] == [False] * 4 + [True]
     assert not any(s.env_info.terminated for s in steps)
     assert all(isinstance(s, EnvStep) and s.reward == 1.0 and type(s.reward) is float for s in steps)
-    assert type(steps[-1].done) is bool and type(steps[-1].env_info.timeout) is bool
+    assert type(steps[-1].done) is bool and type(steps[-1].env_info.truncated) is bool
 
 
 def test_termination_is_done_without_timeout():
@@ -46,7 +46,7 @@ def test_termination_is_done_without_timeout():
             break
     # Pushing right all the time topples the pole within a dozen steps: a termination.
     assert t < 20
-    assert step.env_info.terminated and not step.env_info.timeout
+    assert step.env_info.terminated and not step.env_info.truncated
 
 
 def test_toy_envs_flags():
@@ -55,14 +55,14 @@ def test_toy_envs_flags():
     steps = [last.step(0) for _ in range(3)]
     assert [s.reward for s in steps] == [0.0, 0.0, 1.0]
     assert [s.done for s in steps] == [False, False, True]
-    assert steps[-1].env_info.terminated and not steps[-1].env_info.timeout
+    assert steps[-1].env_info.terminated and not steps[-1].env_info.truncated
 
     const = GymEnvWrapper(make_constant_reward_env(max_episode_steps=4))
     assert const.horizon == 4
     const.reset()
     steps = [const.step(1) for _ in range(4)]
     assert [s.done for s in steps] == [False, False, False, True]
-    assert steps[-1].env_info.timeout and not steps[-1].env_info.terminated
+    assert steps[-1].env_info.truncated and not steps[-1].env_info.terminated
     # After the reset the TimeLimit counts again from zero.
     const.reset()
     assert not const.step(0).done
@@ -107,7 +107,7 @@ def test_info_filtered_to_first_structure():
     assert env.info_fields is None
     first = env.step(0).env_info
     # timeout/terminated first, then reset keys, then first-step keys; non-numeric values are dropped.
-    assert env.info_fields == ("timeout", "terminated", "ale_lives", "reset_only", "vec", "nested")
+    assert env.info_fields == ("truncated", "terminated", "ale_lives", "reset_only", "vec", "nested")
     assert first.ale_lives == 2 and first.reset_only == 0.0
     np.testing.assert_array_equal(first.vec, [1.0, 1.0])
     assert first.nested.a is True and first.nested.b_c == 4 and first.nested.b_c.dtype == np.int16
@@ -130,7 +130,7 @@ def test_env_info_builds_a_buffer_and_pickles():
     env.reset()
     step = env.step(0)
     buf = buffer_from_example(step, (4, 2))
-    assert buf.env_info.timeout.dtype == np.bool_ and buf.env_info.timeout.shape == (4, 2)
+    assert buf.env_info.truncated.dtype == np.bool_ and buf.env_info.truncated.shape == (4, 2)
     assert buf.env_info.vec.shape == (4, 2, 2)
     assert buf.env_info.nested.b_c.dtype == np.int16
     buf[1, 0] = step

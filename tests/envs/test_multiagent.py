@@ -37,7 +37,7 @@ def test_registered_id_gives_dict_spaces_and_a_20_step_horizon():
     for t in range(20):
         step = env.step(env.action_space.null_value())
         assert step.done == (t == 19)
-    assert step.env_info.timeout and not step.env_info.terminated
+    assert step.env_info.truncated and not step.env_info.terminated
     assert step.env_info.agent_rewards._fields == ("agent_0", "agent_1")
 
 

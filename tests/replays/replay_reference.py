@@ -13,11 +13,11 @@ import numpy as np
 
 from lightning_rl.data import namedarraytuple
 
-Samples = namedarraytuple("Samples", ["observation", "action", "reward", "done", "timeout"])
+Samples = namedarraytuple("Samples", ["observation", "action", "reward", "done", "truncated"])
 SamplesPrev = namedarraytuple(
-    "SamplesPrev", ["observation", "action", "reward", "done", "timeout", "prev_action", "prev_reward"]
+    "SamplesPrev", ["observation", "action", "reward", "done", "truncated", "prev_action", "prev_reward"]
 )
-SamplesRnn = namedarraytuple("SamplesRnn", ["observation", "action", "reward", "done", "timeout", "prev_rnn_state"])
+SamplesRnn = namedarraytuple("SamplesRnn", ["observation", "action", "reward", "done", "truncated", "prev_rnn_state"])
 RnnState = namedarraytuple("RnnState", ["h", "c"])
 
 
@@ -54,7 +54,7 @@ class Stream:
         self.p_done, self.p_timeout = p_done, p_timeout
         self.kind = kind
         self.rng = np.random.default_rng(seed)
-        self.obs, self.action, self.reward, self.done, self.timeout = [], [], [], [], []
+        self.obs, self.action, self.reward, self.done, self.truncated = [], [], [], [], []
         self.prev_action, self.prev_reward, self.rnn_h = [], [], []
         # Step index at which each env's current episode started (may be negative: prehistory).
         self.episode_start = np.full(B, -prehistory)
@@ -80,9 +80,9 @@ class Stream:
         self.action.append(np.array([10 * a + b for b in range(self.B)], dtype=np.int64))
         self.reward.append(self.rng.normal(size=self.B).astype(np.float32))
         done = self.rng.random(self.B) < self.p_done
-        timeout = done & (self.rng.random(self.B) < self.p_timeout)
+        truncated = done & (self.rng.random(self.B) < self.p_timeout)
         self.done.append(done)
-        self.timeout.append(timeout)
+        self.truncated.append(truncated)
         self.prev_action.append(self.rng.integers(0, 100, self.B))
         self.prev_reward.append(self.rng.normal(size=self.B).astype(np.float32))
         self.rnn_h.append(np.stack([np.full((1, 3), 1000 * a + b, dtype=np.float32) for b in range(self.B)]))
@@ -110,7 +110,7 @@ class Stream:
             np.stack(self.action[sl]),
             np.stack(self.reward[sl]),
             np.stack(self.done[sl]),
-            np.stack(self.timeout[sl]),
+            np.stack(self.truncated[sl]),
         )
         if self.kind == "prev":
             return SamplesPrev(*base, np.stack(self.prev_action[sl]), np.stack(self.prev_reward[sl]))
@@ -127,10 +127,10 @@ class Stream:
         return R - 1 - ((R - 1 - t) % T)
 
     def n_step(self, a: int, b: int, n: int, discount: float) -> tuple[float, bool, bool, int]:
-        """``(return_, done_n, timeout_n, n_steps)`` of step ``a`` by the definition in n_step.py."""
+        """``(return_, done_n, truncated_n, n_steps)`` of step ``a`` by the definition in n_step.py."""
         ret = 0.0
         for j in range(n):
-            if self.timeout[a + j][b]:
+            if self.truncated[a + j][b]:
                 return ret, False, True, j
             ret += discount**j * float(self.reward[a + j][b])
             if self.done[a + j][b]:
@@ -146,14 +146,14 @@ class Stream:
         return int(self.action[a - 1][b]), float(self.reward[a - 1][b])
 
     def valid(self, a: int, b: int, T: int, n: int, off_forward: int, span: int = 1, interval: int = 1,
-              exclude_timeouts: bool = True) -> bool:
+              exclude_truncated: bool = True) -> bool:
         """Whether step ``a`` of env ``b`` may start a replayed window in a ``T``-row ring."""
         R = self.rows
         full = R >= T
         oldest = R - T + off_forward if full else 0
         if a < oldest or a + span - 1 + n > R - 1 or a % interval:
             return False
-        return not (exclude_timeouts and self.timeout[a][b])
+        return not (exclude_truncated and self.truncated[a][b])
 
     def decode_frame(self, frame: np.ndarray) -> tuple[int, int]:
         """``(a, b)`` of a frame made by :func:`frame_of`."""

@@ -55,7 +55,7 @@ def test_sampled_batches_rebuild_both_stacks():
 
 
 def test_atari_bytes_per_transition():
-    Atari = namedarraytuple("Atari", ["observation", "action", "reward", "done", "timeout"])
+    Atari = namedarraytuple("Atari", ["observation", "action", "reward", "done", "truncated"])
     example = Atari(np.zeros((4, 84, 84), np.uint8), np.int64(0), np.float32(0), False, False)
     size = 100_000
     replay = ReplayBuffer(example, size=size, B=8, n_step_return=3, frame_stack=4, prioritized=True)

@@ -8,18 +8,18 @@ from lightning_rl.replays import ReplayBuffer, compute_n_step_targets
 from tests.replays.replay_reference import Stream
 
 
-def _targets(reward, done, timeout, n, discount):
+def _targets(reward, done, truncated, n, discount):
     T = len(reward)
     out = dict(
         return_=np.zeros((T, 1), np.float32),
         done_n=np.zeros((T, 1), bool),
-        timeout_n=np.zeros((T, 1), bool),
+        truncated_n=np.zeros((T, 1), bool),
         n_steps=np.zeros((T, 1), np.uint8),
     )
     col = lambda x: np.asarray(x)[:, None]  # noqa: E731
     compute_n_step_targets(
-        col(reward).astype(np.float32), col(done).astype(bool), None if timeout is None else col(timeout).astype(bool),
-        np.arange(T - n + 1), n, discount, out["return_"], out["done_n"], out["timeout_n"], out["n_steps"],
+        col(reward).astype(np.float32), col(done).astype(bool), None if truncated is None else col(truncated).astype(bool),
+        np.arange(T - n + 1), n, discount, out["return_"], out["done_n"], out["truncated_n"], out["n_steps"],
     )
     return {k: v[: T - n + 1, 0] for k, v in out.items()}
 
@@ -37,7 +37,7 @@ def test_hand_computed_timeout_cuts_window_before_truncated_step():
     # bootstrap from observation[2]; step 2 itself has n_steps 0.
     out = _targets([1, 2, 4, 8, 16], [0, 0, 1, 0, 0], [0, 0, 1, 0, 0], 3, 0.5)
     np.testing.assert_allclose(out["return_"], [1 + 0.5 * 2, 2, 0])
-    np.testing.assert_array_equal(out["timeout_n"], [True, True, True])
+    np.testing.assert_array_equal(out["truncated_n"], [True, True, True])
     np.testing.assert_array_equal(out["done_n"], [False, False, False])
     np.testing.assert_array_equal(out["n_steps"], [2, 1, 0])
 
@@ -54,11 +54,11 @@ def test_incremental_targets_match_brute_force_across_wraps(n):
         R = stream.rows
         for a in range(max(0, R - st.T), R - n + 1):
             for b in range(3):
-                ret, done_n, timeout_n, n_steps = stream.n_step(a, b, n, 0.9)
+                ret, done_n, truncated_n, n_steps = stream.n_step(a, b, n, 0.9)
                 t = a % st.T
                 assert st.return_[t, b] == pytest.approx(ret, rel=1e-5, abs=1e-5)
                 assert st.done_n[t, b] == done_n
-                assert st.timeout_n[t, b] == timeout_n
+                assert st.truncated_n[t, b] == truncated_n
                 assert st.n_steps[t, b] == n_steps
 
 
@@ -72,18 +72,18 @@ def test_sampled_transitions_match_brute_force():
         obs = batch.agent_inputs.observation.numpy()
         for i in range(64):
             a, b = int(obs[i, 0]), int(obs[i, 1])
-            ret, done_n, timeout_n, n_steps = stream.n_step(a, b, n, discount)
+            ret, done_n, truncated_n, n_steps = stream.n_step(a, b, n, discount)
             assert batch.return_[i].item() == pytest.approx(ret, rel=1e-5, abs=1e-5)
             assert batch.done_n[i].item() == done_n
-            assert batch.timeout_n[i].item() == timeout_n
+            assert batch.truncated_n[i].item() == truncated_n
             assert batch.discount_n[i].item() == pytest.approx(discount**n_steps)
             assert batch.done[i].item() == stream.done[a][b]
             assert batch.action[i].item() == 10 * a + b
-            assert (batch.agent_inputs.prev_action[i].item(), batch.agent_inputs.prev_reward[i].item()) == \
+            assert (batch.agent_inputs.prev_action[i].item(), batch.agent_inputs.prev_reward[i].item()) ==\
                 pytest.approx(stream.prev(a, b))
             # The bootstrap state is n_steps later: the last observation before a truncation.
             assert batch.target_inputs.observation[i, 0].item() == a + n_steps
             assert n_steps >= 1
-            assert (batch.target_inputs.prev_action[i].item(), batch.target_inputs.prev_reward[i].item()) == \
+            assert (batch.target_inputs.prev_action[i].item(), batch.target_inputs.prev_reward[i].item()) ==\
                 pytest.approx(stream.prev(a + n_steps, b))
     assert batch.return_.dtype == torch.float32 and batch.done_n.dtype == torch.bool

@@ -16,7 +16,7 @@ def _valid_starts(stream, replay):
         for a in range(stream.rows)
         for b in range(replay.B)
         if stream.valid(a, b, replay.T, N_STEP, replay.storage.off_forward, span=SEQ_T + N_STEP,
-                        interval=INTERVAL, exclude_timeouts=False)
+                        interval=INTERVAL, exclude_truncated=False)
     }
 
 
@@ -62,13 +62,13 @@ def test_sequences_start_at_stored_states_and_match_brute_force(frame_stack, pri
                 assert batch.agent_inputs.prev_action[k, i].item() == pa
                 assert batch.agent_inputs.prev_reward[k, i].item() == pytest.approx(pr)
             for k in range(SEQ_T):
-                ret, done_n, timeout_n, n_steps = stream.n_step(a + k, b, N_STEP, 0.9)
+                ret, done_n, truncated_n, n_steps = stream.n_step(a + k, b, N_STEP, 0.9)
                 assert batch.return_[k, i].item() == pytest.approx(ret, rel=1e-5, abs=1e-5)
-                assert (batch.done_n[k, i].item(), batch.timeout_n[k, i].item()) == (done_n, timeout_n)
+                assert (batch.done_n[k, i].item(), batch.truncated_n[k, i].item()) == (done_n, truncated_n)
                 assert batch.n_steps[k, i].item() == n_steps
                 assert batch.discount_n[k, i].item() == pytest.approx(0.9**n_steps)
                 assert batch.done[k, i].item() == stream.done[a + k][b]
-                assert batch.timeout[k, i].item() == stream.timeout[a + k][b]
+                assert batch.truncated[k, i].item() == stream.truncated[a + k][b]
         if prioritized:
             # Leaves are on exactly at valid starts; [T, N] TD errors reduce with eta.
             leaves = replay.sampler.tree.leaves

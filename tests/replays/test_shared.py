@@ -51,16 +51,16 @@ def _step_data(a: np.ndarray, b: np.ndarray):
     """Deterministic samples of absolute step ``a``, env ``b`` (so both processes agree)."""
     reward = ((7 * a + 3 * b) % 11) / 10
     done = (5 * a + b) % 13 == 0
-    timeout = done & (a % 2 == 0)
-    return reward.astype(np.float32), done, timeout
+    truncated = done & (a % 2 == 0)
+    return reward.astype(np.float32), done, truncated
 
 
 def _batch(a0: int, T_in: int):
     a = np.arange(a0, a0 + T_in)[:, None] * np.ones(B, dtype=np.int64)
     b = np.zeros((T_in, 1), dtype=np.int64) + np.arange(B)
-    reward, done, timeout = _step_data(a, b)
+    reward, done, truncated = _step_data(a, b)
     obs = np.stack([a, b, np.zeros_like(a)], axis=-1).astype(np.float32)
-    return Samples(obs, 10 * a + b, reward, done, timeout)
+    return Samples(obs, 10 * a + b, reward, done, truncated)
 
 
 def _expected(a: int, b: int):

@@ -84,6 +84,6 @@ def test_bad_samples_raise():
     with pytest.raises(ValueError, match="batch_B"):
         replay.sample_batch(0)
     NoTimeout = namedarraytuple("NoTimeout", ["observation", "action", "reward", "done"])
-    with pytest.raises(ValueError, match="'timeout'"):
+    with pytest.raises(ValueError, match="'truncated'"):
         replay.append_samples(NoTimeout(*tuple(stream.batch(3))[:4]))
     assert replay.storage.rows_written == 0

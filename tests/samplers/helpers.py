@@ -174,7 +174,7 @@ def assert_same_runs(a: Any, b: Any) -> None:
 
 
 class LivesInfo(NamedTuple):
-    timeout: bool
+    truncated: bool
     terminated: bool
     game_score: float
     traj_done: bool
@@ -217,5 +217,5 @@ class LivesEnv(Env):
         lost_life = self.t % 2 == 0
         self.lives_left -= lost_life
         game_over = self.lives_left == 0
-        info = LivesInfo(timeout=False, terminated=bool(lost_life), game_score=10.0, traj_done=bool(game_over))
+        info = LivesInfo(truncated=False, terminated=bool(lost_life), game_score=10.0, traj_done=bool(game_over))
         return EnvStep(self._obs(), 1.0, bool(lost_life), info)

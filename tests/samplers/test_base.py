@@ -93,8 +93,8 @@ def test_sample_buffer_structure_dtypes_and_shapes():
     assert s.agent.action.shape == (4, 3) and s.agent.action.dtype == np.int64
     assert s.agent.prev_action.dtype == np.int64
     assert s.env.reward.dtype == np.float32 and s.env.prev_reward.dtype == np.float32
-    assert s.env.done.dtype == bool and s.env.timeout.dtype == bool
-    assert s.env.env_info.timeout.shape == (4, 3)
+    assert s.env.done.dtype == bool and s.env.truncated.dtype == bool
+    assert s.env.env_info.truncated.shape == (4, 3)
     assert s.agent.agent_info.dist_info.prob.shape == (4, 3, 2)
     assert s.agent.bootstrap_value.shape == (3,)
     assert agent.initialized and sampler.env_spaces.action.n == 2

@@ -58,7 +58,7 @@ def test_reset_collector_bookkeeping_across_batch_boundaries():
     np.testing.assert_allclose(column(s, "env.reward"), [1.1, 2.2, 1.2, 2.0], rtol=1e-6)
     np.testing.assert_allclose(column(s, "env.prev_reward"), [0.0, 1.1, 0.0, 1.2], rtol=1e-6)
     assert column(s, "env.done").tolist() == [False, True, False, False]
-    assert column(s, "env.timeout").tolist() == [False, False, False, False]
+    assert column(s, "env.truncated").tolist() == [False, False, False, False]
     assert column(s, "env.env_info.t").tolist() == [1, 2, 1, 2]
     assert column(s, "agent.agent_info.steps").tolist() == [0, 1, 0, 1]
     assert [(t.Length, round(t.Return, 6)) for t in trajs] == [(2, 3.3)]
@@ -71,7 +71,7 @@ def test_reset_collector_bookkeeping_across_batch_boundaries():
     np.testing.assert_allclose(column(s, "env.reward"), [3.1, 1.0, 2.1, 1.1], rtol=1e-6)
     np.testing.assert_allclose(column(s, "env.prev_reward"), [2.0, 0.0, 1.0, 0.0], rtol=1e-6)
     assert column(s, "env.done").tolist() == [True, False, True, False]
-    assert column(s, "env.timeout").tolist() == [True, False, False, False]
+    assert column(s, "env.truncated").tolist() == [True, False, False, False]
     assert column(s, "env.env_info.terminated").tolist() == [False, False, True, False]
     assert column(s, "agent.agent_info.steps").tolist() == [2, 0, 1, 0]
     assert [(t.Length, round(t.Return, 6)) for t in trajs] == [(3, 6.3), (2, 3.1)]
@@ -103,7 +103,7 @@ def test_wait_reset_collector_waits_until_the_next_batch():
     assert column(s, "agent.prev_action").tolist() == [0, 2, 0, 0]
     np.testing.assert_allclose(column(s, "env.reward"), [1.2, 2.0, 3.1, 0.0], rtol=1e-6)
     assert column(s, "env.done").tolist() == [False, False, True, True]
-    assert column(s, "env.timeout").tolist() == [False, False, True, False]
+    assert column(s, "env.truncated").tolist() == [False, False, True, False]
     assert column(s, "agent.agent_info.steps").tolist() == [0, 1, 2, 0]
     assert [(t.Length, round(t.Return, 6)) for t in trajs] == [(3, 6.3)]
 
@@ -239,19 +239,19 @@ def test_builtin_traj_infos_do_not_need_agent_info():
 
 def test_write_rows_fills_nested_fields_and_names_a_misfit():
     inner = NamedArrayTupleSchema("Inner", ["lives"])
-    outer = NamedArrayTupleSchema("Info", ["timeout", "ale"])
+    outer = NamedArrayTupleSchema("Info", ["truncated", "ale"])
     dst = outer(np.zeros((2, 3), bool), inner(np.zeros((2, 3), np.int64)))
     rows = [outer(i == 1, inner(10 + i)) for i in range(3)]
     collectors.write_rows(dst, 1, rows)
-    assert dst.timeout.tolist() == [[False, False, False], [False, True, False]]
+    assert dst.truncated.tolist() == [[False, False, False], [False, True, False]]
     assert dst.ale.lives.tolist() == [[0, 0, 0], [10, 11, 12]]
     with pytest.raises(ValueError, match=r"env_info\.ale\.lives"):
         collectors.write_rows(dst, 0, [outer(False, inner(np.zeros(2))) for _ in range(3)])
 
 
 def test_info_value_reads_present_fields_and_defaults_absent_ones():
-    info = NamedArrayTupleSchema("Info", ["timeout"])(True)
-    assert collectors.info_value(info, "timeout", False) is True
+    info = NamedArrayTupleSchema("Info", ["truncated"])(True)
+    assert collectors.info_value(info, "truncated", False) is True
     assert collectors.info_value(info, "traj_done", "default") == "default"
 
     class Plain:
@@ -259,4 +259,4 @@ def test_info_value_reads_present_fields_and_defaults_absent_ones():
 
     # Objects without named-tuple fields fall back to getattr.
     assert collectors.info_value(Plain(), "traj_done", True) is False
-    assert collectors.info_value(Plain(), "timeout", 3) == 3
+    assert collectors.info_value(Plain(), "truncated", 3) == 3

@@ -41,7 +41,7 @@ def test_samples_match_a_hand_rolled_loop():
         for b, env in enumerate(envs):
             o, r, d, info = env.step(action[b])
             assert samples.env.reward[t, b] == r and samples.env.done[t, b] == d
-            assert samples.env.timeout[t, b] == info.timeout
+            assert samples.env.truncated[t, b] == info.truncated
             ep_return[b] += r
             ep_len[b] += 1
             if d:
