@@ -23,7 +23,7 @@ from torch.utils.data import IterableDataset
 
 from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.algos import PPO
-from lightning_rl.algos.base import build_optimizer, clip_grad_norm_
+from lightning_rl.algos.optim import build_optimizer, clip_grad_norm_
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
 from lightning_rl.samplers import SerialSampler
 

@@ -112,7 +112,6 @@ class MultiAgent(BaseAgent):
         object.__setattr__(self, "_info_schema", None)
         object.__setattr__(self, "_value_schema", None)
 
-    # ----- construction -----
 
     def initialize(
         self,
@@ -235,7 +234,6 @@ class MultiAgent(BaseAgent):
         for sub in self.agents.values():
             sub.sync_shared_memory()
 
-    # ----- acting -----
 
     def forward(self, observation: Any, prev_action: Any, prev_reward: Any) -> dict[str, Any]:
         """Each sub-agent's training forward pass on its agent's part of the inputs, by name."""
@@ -311,7 +309,6 @@ class MultiAgent(BaseAgent):
         for i in range(len(self.agent_names)):
             shared.reset_one(i * B + idx)
 
-    # ----- modes -----
 
     def train_mode(self, itr: int) -> None:
         super().train_mode(itr)

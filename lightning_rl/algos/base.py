@@ -8,15 +8,10 @@ stops after ``total_env_steps``. Checkpoints carry the counters, the sampler (an
 sampler, the envs), RNG states and the minibatch shuffle generator, so a resumed run continues
 exactly where the interrupted one stopped.
 
-Direct updates: every algorithm updates through :meth:`RLModule.update_step`. On one device in
-32-bit precision, with no module or callback hook around backward or the optimizer step (the
-usual case), it calls ``zero_grad``, ``backward``, ``clip_grad_norm_`` and ``step`` itself,
-exactly as Lightning's manual optimization would (same order, same arithmetic, and
-``trainer.global_step`` still counts optimizer steps), minus the per-update hook dispatch over
-the strategy, precision plugin and every callback: 0.2-0.4 ms per update on a 2-core CPU, a
-sixth of a small MLP update. Under DDP, mixed precision, or when any of those hooks is
-overridden, and with ``module.direct_updates = False``, updates go through Lightning's path
-(``manual_backward``, ``clip_gradients``, ``LightningOptimizer.step``).
+Direct updates: :meth:`RLModule.update_step` calls ``zero_grad``, ``backward``, the gradient
+clip and ``step`` itself when nothing would see Lightning's per-update hooks (one device, 32-bit,
+no hook overridden; see :meth:`RLModule.direct_updates_safe`), with the same arithmetic and
+counters as Lightning's manual optimization, which it uses otherwise.
 """
 
 from __future__ import annotations
@@ -25,16 +20,13 @@ import math
 import os
 import pickle
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.cli import OptimizerCallable
-from pytorch_lightning.plugins.precision import Precision
 from pytorch_lightning.profilers import PassThroughProfiler, Profiler
-from pytorch_lightning.strategies import SingleDeviceStrategy
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
@@ -45,14 +37,22 @@ from lightning_rl.algos.off_policy import (
     frame_stack_of,
     samples_to_buffer,
 )
+from lightning_rl.algos.optim import (
+    OptimizerCallable,
+    build_optimizer,
+    clip_grad_norm_,
+    direct_update,
+    direct_updates_safe,
+    mean_metrics,
+)
 from lightning_rl.data.buffers import buffer_to
 from lightning_rl.datasets.state import TrainState
 from lightning_rl.samplers.base import BaseSampler
 
+__all__ = ["OptimizerCallable", "RLModule", "build_optimizer", "clip_grad_norm_", "mean_metrics"]
+
 CHECKPOINT_KEY = "lightning_rl"
 _NO_PROFILER = PassThroughProfiler()
-#: Lightning hooks around a manual update; direct updates need them all left as they are.
-_UPDATE_HOOKS = ("on_before_backward", "on_after_backward", "on_before_optimizer_step")
 
 
 class RLModule(pl.LightningModule):
@@ -117,7 +117,6 @@ class RLModule(pl.LightningModule):
         #: Off-policy algorithms: act uniformly before ``min_steps_learn`` (None: the agent decides).
         self.pretrain_uniform: bool | None = None
 
-    # ----- set-up -----
 
     def _base_seed(self) -> int:
         if self.seed is not None:
@@ -154,7 +153,6 @@ class RLModule(pl.LightningModule):
                 strategy = self.trainer.strategy
                 strategy.checkpoint_io = ReplayCheckpointIO(strategy.checkpoint_io)
 
-    # ----- replay (off-policy algorithms) -----
 
     @property
     def replay(self) -> Any:
@@ -175,10 +173,7 @@ class RLModule(pl.LightningModule):
         """Allocate the replay from one step of the sampler's buffer (its dtypes and shapes)."""
         assert self.replay_setup is not None
         rank = self.trainer.global_rank if self._trainer is not None else 0
-        example = self.samples_to_buffer(self.sampler.samples)[0, 0]
-        self.replay_setup.build(
-            example, B=self.sampler.batch_spec.B, seed=self._base_seed() * 1000 + rank, **self.replay_kwargs()
-        )
+        self.replay_setup.build(self, seed=self._base_seed() * 1000 + rank)
 
     def teardown(self, stage: str) -> None:
         if self._sampler_ready and stage == "fit":
@@ -216,13 +211,14 @@ class RLModule(pl.LightningModule):
 
         return [EpisodeStatsCallback(), ThroughputCallback()]
 
-    # ----- evaluation (the `validate` subcommand) -----
 
     def val_dataloader(self) -> Any:
         # Fit evaluates through EvaluationCallback; only `validate` uses the validation loop.
         if self._trainer is None or self.trainer.state.fn != "validate":
             return []
-        return DataLoader(_EvaluationDataset(self), batch_size=None, num_workers=0, collate_fn=_keep_batch)
+        from lightning_rl.callbacks.evaluation import EvaluationDataset
+
+        return DataLoader(EvaluationDataset(self), batch_size=None, num_workers=0, collate_fn=_keep_batch)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self.log_dict({k: float(v) for k, v in batch.items()}, batch_size=1)
@@ -230,23 +226,13 @@ class RLModule(pl.LightningModule):
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         return buffer_to(batch, device, non_blocking=device.type == "cuda")
 
-    # ----- optimization helpers shared by algorithms -----
 
     def on_train_start(self) -> None:
         self._direct = self.direct_updates and self.direct_updates_safe()
 
     def direct_updates_safe(self) -> bool:
         """Whether an update may bypass Lightning's hook dispatch without changing anything."""
-        if self._trainer is None:
-            return False
-        strategy = self.trainer.strategy
-        if type(strategy) is not SingleDeviceStrategy or type(strategy.precision_plugin) is not Precision:
-            return False
-        module_hooks = (*_UPDATE_HOOKS, "backward", "configure_gradient_clipping")
-        if any(getattr(type(self), h) is not getattr(pl.LightningModule, h) for h in module_hooks):
-            return False
-        callbacks = cast(Any, self.trainer).callbacks
-        return all(getattr(type(c), h) is getattr(pl.Callback, h) for c in callbacks for h in _UPDATE_HOOKS)
+        return self._trainer is not None and direct_updates_safe(self, self.trainer)
 
     def update_step(
         self,
@@ -280,18 +266,7 @@ class RLModule(pl.LightningModule):
             for optimizer in optimizers:
                 optimizer.step()
             return
-        inners = [optimizer.optimizer for optimizer in optimizers]
-        for inner in inners:
-            inner.zero_grad(set_to_none=True)
-        loss.backward()
-        for inner, clip in zip(inners, clips, strict=True):
-            if clip is not None:
-                clip_grad_norm_([p for g in inner.param_groups for p in g["params"]], clip)
-        for optimizer, inner in zip(optimizers, inners, strict=True):
-            # The manual-optimization loop's own step bookkeeping (global_step, profiler).
-            optimizer._on_before_step()
-            inner.step()
-            optimizer._on_after_step()
+        direct_update(optimizers, loss, clips)
 
     def optimize(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
         """One counted update of one optimizer (:meth:`update_step`), timed as ``learner/update``."""
@@ -364,7 +339,6 @@ class RLModule(pl.LightningModule):
         if self.budget_reached:
             self.trainer.should_stop = True
 
-    # ----- checkpoints -----
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state: dict[str, Any] = {
@@ -409,7 +383,6 @@ class RLModule(pl.LightningModule):
         if REPLAY_KEY in checkpoint and self.replay is not None:
             self.replay.load_state_dict(checkpoint[REPLAY_KEY])
 
-    # ----- shared configuration helpers -----
 
     @staticmethod
     def check_positive(name: str, value: float, allow_zero: bool = False) -> None:
@@ -418,75 +391,5 @@ class RLModule(pl.LightningModule):
             raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
 
 
-def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "train/") -> dict[str, torch.Tensor]:
-    """Average per-update metric rows (each a ``[len(names)]`` tensor) into ``{prefix + name: value}``."""
-    if not rows:
-        return {}
-    means = torch.stack(rows).mean(0)
-    return {prefix + name: means[i] for i, name in enumerate(names)}
-
-
 def _keep_batch(batch: Any) -> Any:
     return batch
-
-
-class _EvaluationDataset(IterableDataset):
-    """One item: the summary of an evaluation run with the module's sampler (eval envs)."""
-
-    def __init__(self, module: RLModule) -> None:
-        self.module = module
-
-    def __len__(self) -> int:
-        return 1
-
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        from lightning_rl.callbacks.evaluation import evaluate_agent, summarize_trajectories
-
-        metrics = summarize_trajectories(evaluate_agent(self.module, deterministic=False), "eval")
-        yield {k: torch.tensor(v) for k, v in metrics.items()}
-
-
-def build_optimizer(
-    optimizer: OptimizerCallable | None, params: Any, lr: float, eps: float = 1e-8
-) -> torch.optim.Optimizer:
-    """The one place optimizers are made: ``optimizer(params, lr=lr)``, or Adam when it is None.
-
-    Args:
-        optimizer: Any ``torch.optim`` optimizer from the config, as LightningCLI builds it from
-            ``{class_path: torch.optim.RMSprop, init_args: {alpha: 0.99}}`` (or a
-            ``functools.partial``); it gets the parameters and ``lr``. None: Adam with ``lr`` and
-            ``eps``, with PyTorch's fused kernel on CPU and CUDA parameters (one kernel for all
-            tensors instead of a Python loop over them; results differ from the loop's in the
-            last bits only).
-        params: The parameters (or parameter groups) to optimize.
-        lr: Learning rate (the algorithm's ``learning_rate``; schedules scale it).
-        eps: Adam's epsilon when ``optimizer`` is None.
-
-    Raises:
-        ValueError: If there are no parameters to optimize.
-    """
-    params = list(params)
-    if not params:
-        raise ValueError("no parameters to optimize: was the agent initialized (setup) before configure_optimizers?")
-    if optimizer is not None:
-        # LightningCLI's callable takes the parameters; the keyword reaches the optimizer class.
-        return optimizer(params, lr=lr)  # type: ignore[call-arg]
-    devices = {p.device.type for p in params if isinstance(p, torch.Tensor)}
-    use_fused = bool(devices) and devices <= {"cpu", "cuda"}
-    return torch.optim.Adam(params, lr=lr, eps=eps, fused=use_fused or None)
-
-
-def clip_grad_norm_(parameters: Sequence[torch.Tensor], max_norm: float) -> None:
-    """``torch.nn.utils.clip_grad_norm_`` (same result, bit for bit) in four ops for one device.
-
-    Gradients of mixed devices or dtypes go through the library function.
-    """
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return
-    first = grads[0]
-    if any(g.device != first.device or g.dtype != first.dtype for g in grads):
-        torch.nn.utils.clip_grad_norm_(parameters, max_norm)
-        return
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))

@@ -34,8 +34,9 @@ import torch
 from torch import Tensor
 
 from lightning_rl.agents.qpg import DdpgAgent
-from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer, mean_metrics
+from lightning_rl.algos.base import RLModule
 from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
+from lightning_rl.algos.optim import OptimizerCallable, build_optimizer, mean_metrics
 from lightning_rl.algos.qpg_common import (
     QpgBatch,
     as_tuple,

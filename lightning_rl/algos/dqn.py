@@ -40,8 +40,9 @@ from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import CatDqnAgent, DqnAgent, R2d1Agent
-from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer
+from lightning_rl.algos.base import RLModule
 from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
+from lightning_rl.algos.optim import OptimizerCallable, build_optimizer
 from lightning_rl.samplers.base import BaseSampler
 
 #: Added to ``|TD error|`` so no transition's priority drops to zero (Schaul et al. 2016).
@@ -228,7 +229,6 @@ class DQN(RLModule):
         super().on_train_start()
         self.soft_target_update.reset()
 
-    # ----- training -----
 
     #: The per-sample term of :meth:`loss` that becomes the new priority (plus ``PRIORITY_EPS``).
     priority_term = "td_abs"

@@ -32,8 +32,8 @@ from typing import Any
 import torch
 
 from lightning_rl.agents.multiagent import MultiAgent
-from lightning_rl.algos.base import OptimizerCallable, build_optimizer, mean_metrics
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
+from lightning_rl.algos.optim import OptimizerCallable, build_optimizer, mean_metrics
 from lightning_rl.algos.ppo import check_minibatches, ppo_loss
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema

@@ -36,6 +36,33 @@ class SamplesToBuffer(NamedArrayTupleBase):
     prev_reward: Any
 
 
+class SequenceSamplesToBuffer(NamedArrayTupleBase):
+    """What the R2D1 replay stores per step: transitions plus the agent's incoming LSTM state."""
+
+    observation: Any
+    action: Any
+    reward: Any
+    done: Any
+    truncated: Any
+    prev_action: Any
+    prev_reward: Any
+    prev_rnn_state: Any
+
+
+class PrioritizedSequenceSamplesToBuffer(NamedArrayTupleBase):
+    """:class:`SequenceSamplesToBuffer` plus each row's input priority (float32)."""
+
+    observation: Any
+    action: Any
+    reward: Any
+    done: Any
+    truncated: Any
+    prev_action: Any
+    prev_reward: Any
+    prev_rnn_state: Any
+    priority: Any
+
+
 class ReplaySetup:
     """The replay of an off-policy algorithm, composed into its module (not a base class).
 
@@ -124,12 +151,13 @@ class ReplaySetup:
             else:
                 agent.set_min_itr_learn(min_itr, uniform=pretrain_uniform)
 
-    def build(self, example: Any, B: int, seed: int, **replay_kwargs: Any) -> ReplayBuffer:
-        """Allocate the replay for one step's ``example`` of what it stores and ``B`` envs."""
+    def build(self, module: Any, seed: int) -> ReplayBuffer:
+        """Allocate the replay for one step of what ``module.samples_to_buffer`` stores, with
+        ``module.replay_kwargs()`` (frame storage, sequences) and the sampler's ``B`` envs."""
         self.replay = ReplayBuffer(
-            example,
+            module.samples_to_buffer(module.sampler.samples)[0, 0],
             size=self.replay_size,
-            B=B,
+            B=module.sampler.batch_spec.B,
             discount=self.discount,
             n_step_return=self.n_step_return,
             prioritized=self.prioritized_replay,
@@ -139,7 +167,7 @@ class ReplaySetup:
             beta_anneal_steps=self.pri_beta_steps if self.prioritized_replay else None,
             default_priority=self.default_priority,
             seed=seed,
-            **replay_kwargs,
+            **module.replay_kwargs(),
         )
         return self.replay
 

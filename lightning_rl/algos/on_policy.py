@@ -10,7 +10,8 @@ from typing import Any
 import torch
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer
+from lightning_rl.algos.base import RLModule
+from lightning_rl.algos.optim import OptimizerCallable, build_optimizer
 from lightning_rl.datasets.on_policy import OnPolicyBatch, OnPolicyDataset
 from lightning_rl.samplers.base import BaseSampler
 

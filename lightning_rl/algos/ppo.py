@@ -25,8 +25,8 @@ import torch
 from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.algos.base import OptimizerCallable, mean_metrics
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
+from lightning_rl.algos.optim import OptimizerCallable, mean_metrics
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
 from lightning_rl.samplers.base import BaseSampler

@@ -44,11 +44,11 @@ from torch import Tensor
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import R2d1Agent
 from lightning_rl.agents.recurrent import rnn_state_from_samples
-from lightning_rl.algos.base import OptimizerCallable
 from lightning_rl.algos.dqn import DQN, PRIORITY_EPS
+from lightning_rl.algos.off_policy import PrioritizedSequenceSamplesToBuffer, SequenceSamplesToBuffer
+from lightning_rl.algos.optim import OptimizerCallable
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.buffers import buffer_func
-from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.datasets.replay import ReplayDataset
 from lightning_rl.replays import compute_n_step_targets
 from lightning_rl.returns import valid_from_done
@@ -150,33 +150,6 @@ def r2d1_loss(
         "td_abs": valid_mean(td_abs, valid, dim=0),
         "valid_fraction": valid.mean(dim=0),
     }
-
-
-class SequenceSamplesToBuffer(NamedArrayTupleBase):
-    """What the R2D1 replay stores per step: transitions plus the agent's incoming LSTM state."""
-
-    observation: Any
-    action: Any
-    reward: Any
-    done: Any
-    truncated: Any
-    prev_action: Any
-    prev_reward: Any
-    prev_rnn_state: Any
-
-
-class PrioritizedSequenceSamplesToBuffer(NamedArrayTupleBase):
-    """:class:`SequenceSamplesToBuffer` plus each row's input priority (float32)."""
-
-    observation: Any
-    action: Any
-    reward: Any
-    done: Any
-    truncated: Any
-    prev_action: Any
-    prev_reward: Any
-    prev_rnn_state: Any
-    priority: Any
 
 
 class R2D1(DQN):
@@ -304,7 +277,6 @@ class R2D1(DQN):
         if not isinstance(agent, R2d1Agent):
             raise ValueError(f"{type(self).__name__} needs an R2d1Agent, got agent={type(agent).__name__}")
 
-    # ----- replay: sequences with stored LSTM states -----
 
     @property
     def min_steps_needed(self) -> int:
@@ -389,7 +361,6 @@ class R2D1(DQN):
         dataset.updates_per_iteration /= self.batch_T
         return dataset
 
-    # ----- loss -----
 
     def loss(self, batch: Any) -> dict[str, Tensor]:
         """Burn-in, the online and target networks over the training rows, then :func:`r2d1_loss`.

@@ -40,8 +40,9 @@ import torch
 from torch import Tensor, nn
 
 from lightning_rl.agents.qpg import SacAgent
-from lightning_rl.algos.base import OptimizerCallable, RLModule, build_optimizer, mean_metrics
+from lightning_rl.algos.base import RLModule
 from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
+from lightning_rl.algos.optim import OptimizerCallable, build_optimizer, mean_metrics
 from lightning_rl.algos.qpg_common import QpgBatch, check_qpg_args, critic_loss, frozen, n_step_target, split_updates
 from lightning_rl.distributions import DistInfoStd
 from lightning_rl.samplers.base import BaseSampler

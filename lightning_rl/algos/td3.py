@@ -26,8 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from lightning_rl.agents.qpg import Td3Agent
-from lightning_rl.algos.base import OptimizerCallable
 from lightning_rl.algos.ddpg import DDPG
+from lightning_rl.algos.optim import OptimizerCallable
 from lightning_rl.samplers.base import BaseSampler
 
 

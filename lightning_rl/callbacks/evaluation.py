@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from torch.utils.data import IterableDataset
 
 
 def summarize_trajectories(traj_infos: Sequence[Any], prefix: str) -> dict[str, float]:
@@ -79,3 +80,18 @@ class EvaluationCallback(pl.Callback):
         traj_infos = evaluate_agent(pl_module, self.deterministic)
         self.last_metrics = summarize_trajectories(traj_infos, "eval")
         pl_module.log_dict(self.last_metrics, on_step=False, on_epoch=True, batch_size=1, prog_bar=False)
+
+
+class EvaluationDataset(IterableDataset):
+    """The ``validate`` subcommand's data: one item, the summary of an evaluation run with the
+    module's sampler (its eval envs)."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        metrics = summarize_trajectories(evaluate_agent(self.module, deterministic=False), "eval")
+        yield {k: torch.tensor(v) for k, v in metrics.items()}

@@ -142,7 +142,6 @@ class RunDirectoryCallback(pl.Callback):
         self._saved = False
         self._previous: dict[signal.Signals, Any] = {}
 
-    # ----- signals -----
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         sig = signal.Signals(signum)
@@ -171,7 +170,6 @@ class RunDirectoryCallback(pl.Callback):
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         self._previous = {}
 
-    # ----- hooks -----
 
     def _checkpoint_dir(self, trainer: pl.Trainer) -> str:
         if self.dirpath is not None:

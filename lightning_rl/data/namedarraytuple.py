@@ -350,7 +350,6 @@ def _make_like_instance(typename: str, fields: tuple[str, ...], module: str, val
     return _like_class(typename, fields, module)._make(values)
 
 
-# ----- schema form (rlpyt section 14.1) -----
 
 
 class NamedTupleSchema:

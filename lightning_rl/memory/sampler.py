@@ -110,7 +110,6 @@ class MemorySampler:
         return f"{type(self).__name__}([{', '.join(repr(u) for u in self.units)}])"
 
 
-# ----- index units -----
 
 
 class RandomBatch:
@@ -197,7 +196,6 @@ class Sequences:
         return f"Sequences(length={self.length})"
 
 
-# ----- gathering and post-processing units -----
 
 
 class Gather:
@@ -298,7 +296,6 @@ class ToTensor:
         return f"ToTensor(device={str(self.device)!r})"
 
 
-# ----- debug units -----
 
 
 def _selected_data(sample: Sample, keys: Sequence[str] | None) -> dict[str, Any]:

@@ -56,7 +56,6 @@ class MemoryQueue:
         self.total_steps = 0  # steps per env stored since the start (or clear)
         self.last_T = 0  # steps per env of the latest chunk
 
-    # ----- writing -----
 
     def allocate(self, chunk: dict[str, Any]) -> None:
         """Allocate the ring arrays with the keys, batch size, dtypes and shapes of ``chunk``.
@@ -128,7 +127,6 @@ class MemoryQueue:
         self.buffers = {}
         self.batch_B = self.head = self.length = self.total_steps = self.last_T = 0
 
-    # ----- reading -----
 
     def __len__(self) -> int:
         """Stored time steps per env."""
@@ -177,7 +175,6 @@ class MemoryQueue:
         """A copy of ``key`` as ``[B, len, ...]``, oldest step first."""
         return self.gather(key, np.arange(self.batch_B)[:, None], np.arange(self.length)[None, :])
 
-    # ----- checkpoints -----
 
     def state_dict(self) -> dict[str, Any]:
         """The arrays (in chronological order, trimmed to the stored steps) and counters."""

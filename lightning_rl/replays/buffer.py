@@ -145,7 +145,6 @@ class ReplayBuffer:
         self._discount_pow = (float(discount) ** np.arange(n_step_return + 1)).astype(np.float32)
         self.lock = RWLock() if shared else None
 
-    # ----- shape and size -----
 
     @property
     def T(self) -> int:
@@ -183,7 +182,6 @@ class ReplayBuffer:
     def _write(self) -> contextlib.AbstractContextManager:
         return self.lock.write() if self.lock is not None else contextlib.nullcontext()
 
-    # ----- the replay interface -----
 
     def append_samples(self, samples: Any) -> np.ndarray:
         """Write a sampler batch at the cursor (overwriting the oldest rows when full).
@@ -247,7 +245,6 @@ class ReplayBuffer:
             raise ValueError("set_beta: this replay is uniform (prioritized=False)")
         self.sampler.set_beta(beta)
 
-    # ----- checkpoints -----
 
     def state_dict(self, copy: bool = False) -> dict[str, Any]:
         """Everything needed to resume exactly: arrays, cursor, sum tree, RNG, counters.

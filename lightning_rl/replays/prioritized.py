@@ -81,7 +81,6 @@ class PrioritizedSampler:
         self.sample_calls = 0
         self._beta_set: float | None = None
 
-    # ----- beta -----
 
     @property
     def beta(self) -> float:
@@ -99,7 +98,6 @@ class PrioritizedSampler:
             raise ValueError(f"set_beta: beta must be >= 0, got {beta}")
         self._beta_set = float(beta)
 
-    # ----- validity -----
 
     def _valid(self, t: np.ndarray, b: np.ndarray) -> np.ndarray:
         # Rows t and envs b broadcast together.
@@ -134,7 +132,6 @@ class PrioritizedSampler:
         p = np.where(self._valid(t, b), initial**self.alpha, 0.0)
         self.tree.write(slots.reshape(-1), np.broadcast_to(p, slots.shape).reshape(-1))
 
-    # ----- sampling -----
 
     def sample(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Draw ``n`` slots in proportion to priority, with replacement.
@@ -201,7 +198,6 @@ class PrioritizedSampler:
         slots = (t // self.interval) * B + b if self.interval > 1 else t * B + b
         self.tree.write(slots, np.where(self._valid(t, b), p**self.alpha, 0.0))
 
-    # ----- size and checkpoints -----
 
     @property
     def nbytes(self) -> int:

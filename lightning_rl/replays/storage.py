@@ -92,7 +92,6 @@ class ReplayStorage:
         """Example fields kept outside the ``[T, B]`` buffers (written by :meth:`_write_separate`)."""
         return ("prev_rnn_state",)
 
-    # ----- cursor and validity -----
 
     @property
     def off_forward(self) -> int:
@@ -127,7 +126,6 @@ class ReplayStorage:
         hi = self.filled - 1 - (self.off_forward if self.rows_written >= self.T else 0)
         return min_age, hi
 
-    # ----- writing -----
 
     def append(self, samples: Any) -> np.ndarray:
         """Write ``[T_in, B]`` samples at the cursor and update n-step targets.
@@ -201,7 +199,6 @@ class ReplayStorage:
             slots = (rows[keep] % self.T) // self.rnn_state_interval
             self.rnn_states[slots] = _field(samples, "prev_rnn_state")[np.flatnonzero(keep)]
 
-    # ----- reading, by flat index ``idx = t * B + b`` of any shape ``[*S]`` -----
 
     def get(self, name: str, idx: np.ndarray) -> Any:
         """Field ``name`` of the samples at ``idx`` -> ``[*S, ...]`` (a copy)."""
@@ -219,7 +216,6 @@ class ReplayStorage:
         prev_reward = take(buffers["prev_reward"], idx) if "prev_reward" in buffers else take(buffers["reward"], prev)
         return prev_action, prev_reward
 
-    # ----- size and checkpoints -----
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Every array the storage owns, by a flat dotted name (views, not copies)."""

@@ -232,7 +232,6 @@ class BaseSampler:
         self.examples: dict[str, Any] = {}
         self.samples: Samples | None = None
 
-    # ----- initialization -----
 
     def initialize(
         self,
@@ -407,7 +406,6 @@ class BaseSampler:
         """Subclass hook: build envs and collectors, or fork workers."""
         raise NotImplementedError
 
-    # ----- sampling -----
 
     def obtain_samples(
         self, itr: int, agent_mode: Literal["sample", "eval"] = "sample", reset_envs: bool = False
@@ -457,7 +455,6 @@ class BaseSampler:
         """True once :meth:`shutdown` ran (or a worker failed)."""
         return self._closed
 
-    # ----- checkpointing -----
 
     def state_dict(self) -> dict[str, Any]:
         """Counters to resume from (parallel samplers restart their envs on resume)."""

@@ -130,7 +130,6 @@ class WorkerPool:
         self.closed = False
         self._pending: list[tuple[str, int, Any]] = []
 
-    # ----- commands -----
 
     def command(self, command: int, itr: int = 0) -> None:
         """Release one command to every worker."""
@@ -151,7 +150,6 @@ class WorkerPool:
             while not sem.acquire(timeout=MAIN_POLL_S):
                 self.check()
 
-    # ----- reports -----
 
     def recv(self) -> tuple[str, int, Any]:
         """The next report ``(kind, worker, payload)``; raises if a worker failed."""
@@ -193,7 +191,6 @@ class WorkerPool:
             missing.discard(msg[1])
         return payloads
 
-    # ----- failures -----
 
     def check(self) -> None:
         """Raise ``RuntimeError`` if a worker reported an error or is no longer running."""
@@ -229,7 +226,6 @@ class WorkerPool:
             f"Worker traceback:\n{tb}"
         )
 
-    # ----- shutdown -----
 
     def shutdown(self, timeout: float = 1.0) -> None:
         """Ask the workers to quit, then terminate those that do not within ``timeout`` seconds."""
@@ -346,7 +342,6 @@ class ParallelSamplerBase(BaseSampler):
         self._busy = False
         self.pool.gather("ready")
 
-    # ----- main-process operations -----
 
     def _begin(self, what: str) -> None:
         self._check_ready(what)
@@ -407,7 +402,6 @@ class ParallelSamplerBase(BaseSampler):
         self._busy = False
         return completed[:limit]
 
-    # ----- action server (GPU and alternating samplers) -----
 
     def _serve_batch(self) -> None:
         """Act for every group at every step while the workers step the envs."""
@@ -494,7 +488,6 @@ class ParallelSamplerBase(BaseSampler):
         return [] if pool is None else [p.pid for p in pool.procs if not pool.closed]
 
 
-# ----- worker side -----
 
 
 def _worker_entry(token: int) -> None:

@@ -10,7 +10,7 @@ import torch
 
 from lightning_rl.agents import SacAgent, Td3Agent
 from lightning_rl.algos import PPO, SAC, TD3
-from lightning_rl.algos.base import build_optimizer, clip_grad_norm_
+from lightning_rl.algos.optim import build_optimizer, clip_grad_norm_
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import cartpole_ppo, make_trainer, params_vector
 

@@ -1,0 +1,114 @@
+"""Optimizers, built once for every algorithm: any torch optimizer from the config, the default
+fused Adam, a cheap gradient-norm clip, and per-update metrics averaged once per step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.cli import OptimizerCallable
+from pytorch_lightning.plugins.precision import Precision
+from pytorch_lightning.strategies import SingleDeviceStrategy
+
+__all__ = [
+    "OptimizerCallable",
+    "build_optimizer",
+    "clip_grad_norm_",
+    "direct_update",
+    "direct_updates_safe",
+    "mean_metrics",
+]
+
+#: Lightning hooks around a manual update; direct updates need them all left as they are.
+_UPDATE_HOOKS = ("on_before_backward", "on_after_backward", "on_before_optimizer_step")
+
+
+def build_optimizer(
+    optimizer: OptimizerCallable | None, params: Any, lr: float, eps: float = 1e-8
+) -> torch.optim.Optimizer:
+    """The one place optimizers are made: ``optimizer(params, lr=lr)``, or Adam when it is None.
+
+    Args:
+        optimizer: Any ``torch.optim`` optimizer from the config, as LightningCLI builds it from
+            ``{class_path: torch.optim.RMSprop, init_args: {alpha: 0.99}}`` (or a
+            ``functools.partial``); it gets the parameters and ``lr``. None: Adam with ``lr`` and
+            ``eps``, with PyTorch's fused kernel on CPU and CUDA parameters (one kernel for all
+            tensors instead of a Python loop over them; results differ from the loop's in the
+            last bits only).
+        params: The parameters (or parameter groups) to optimize.
+        lr: Learning rate (the algorithm's ``learning_rate``; schedules scale it).
+        eps: Adam's epsilon when ``optimizer`` is None.
+
+    Raises:
+        ValueError: If there are no parameters to optimize.
+    """
+    params = list(params)
+    if not params:
+        raise ValueError("no parameters to optimize: was the agent initialized (setup) before configure_optimizers?")
+    if optimizer is not None:
+        # LightningCLI's callable takes the parameters; the keyword reaches the optimizer class.
+        return optimizer(params, lr=lr)  # type: ignore[call-arg]
+    devices = {p.device.type for p in params if isinstance(p, torch.Tensor)}
+    use_fused = bool(devices) and devices <= {"cpu", "cuda"}
+    return torch.optim.Adam(params, lr=lr, eps=eps, fused=use_fused or None)
+
+
+def clip_grad_norm_(parameters: Sequence[torch.Tensor], max_norm: float) -> None:
+    """``torch.nn.utils.clip_grad_norm_`` (same result, bit for bit) in four ops for one device.
+
+    Gradients of mixed devices or dtypes go through the library function.
+    """
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return
+    first = grads[0]
+    if any(g.device != first.device or g.dtype != first.dtype for g in grads):
+        torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+        return
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+
+
+def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "train/") -> dict[str, torch.Tensor]:
+    """Average per-update metric rows (each a ``[len(names)]`` tensor) into ``{prefix + name: value}``."""
+    if not rows:
+        return {}
+    means = torch.stack(rows).mean(0)
+    return {prefix + name: means[i] for i, name in enumerate(names)}
+
+
+def direct_updates_safe(module: pl.LightningModule, trainer: Any) -> bool:
+    """Whether ``module``'s updates may skip Lightning's per-update hook dispatch unchanged: one
+    device, 32-bit precision, and no module or callback hook around backward or the step."""
+    strategy = trainer.strategy
+    if type(strategy) is not SingleDeviceStrategy or type(strategy.precision_plugin) is not Precision:
+        return False
+    module_hooks = (*_UPDATE_HOOKS, "backward", "configure_gradient_clipping")
+    if any(getattr(type(module), h) is not getattr(pl.LightningModule, h) for h in module_hooks):
+        return False
+    return all(getattr(type(c), h) is getattr(pl.Callback, h) for c in trainer.callbacks for h in _UPDATE_HOOKS)
+
+
+def direct_update(optimizers: Sequence[Any], loss: torch.Tensor, clips: Sequence[float | None]) -> None:
+    """What Lightning's manual optimization does for one update (zero grads, backward, clip each
+    optimizer's parameters, step, ``global_step`` bookkeeping), without its hook dispatch.
+
+    Args:
+        optimizers: ``LightningOptimizer``s whose parameter sets ``loss`` trains (disjoint).
+        loss: The scalar to minimize.
+        clips: Max gradient norm per optimizer (None: no clipping).
+    """
+    inners = [optimizer.optimizer for optimizer in optimizers]
+    for inner in inners:
+        inner.zero_grad(set_to_none=True)
+    loss.backward()
+    for inner, clip in zip(inners, clips, strict=True):
+        if clip is not None:
+            clip_grad_norm_([p for g in inner.param_groups for p in g["params"]], clip)
+    for optimizer, inner in zip(optimizers, inners, strict=True):
+        # The manual-optimization loop's own step bookkeeping (global_step, profiler).
+        optimizer._on_before_step()
+        inner.step()
+        optimizer._on_after_step()
