@@ -34,7 +34,7 @@ import torch
 from lightning_rl.agents.multiagent import MultiAgent
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
 from lightning_rl.algos.optim import OptimizerCallable, build_optimizer, mean_metrics
-from lightning_rl.algos.ppo import check_minibatches, ppo_loss
+from lightning_rl.algos.ppo import check_ppo_args, ppo_loss
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
 from lightning_rl.datasets.on_policy import OnPolicyDataset, iterate_minibatches
@@ -178,12 +178,7 @@ class MultiAgentPPO(OnPolicyAlgorithm):
             log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
             torch_threads=torch_threads,
         )
-        self.check_positive("ratio_clip", ratio_clip)
-        if value_clip is not None:
-            self.check_positive("value_clip", value_clip)
-        if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
-            raise ValueError(f"epochs must be an int >= 1, got {epochs}")
-        check_minibatches(minibatches, sampler, False)
+        check_ppo_args(ratio_clip, value_clip, epochs, minibatches, sampler, False)
         self.agent_rewards_key = agent_rewards_key
         self.ratio_clip = ratio_clip
         self.value_clip = value_clip

@@ -45,6 +45,7 @@ def ppo_loss(
     entropy_loss_coeff: float,
     old_value: Tensor | None = None,
     value_clip: float | None = None,
+    diagnostics: bool = True,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO's clipped surrogate, value and entropy terms (see the module docstring).
 
@@ -61,10 +62,13 @@ def ppo_loss(
         entropy_loss_coeff: Weight of the entropy bonus (subtracted).
         old_value: ``V_old(s)`` of the acting network; needed with ``value_clip``.
         value_clip: Clip the value change to ``+-value_clip`` (PPO2's value clipping); None: off.
+        diagnostics: Also compute ``clip_fraction`` (no effect on the loss; a few small ops per
+            update, so the module asks for it only on logged rollouts).
 
     Returns:
         The scalar loss and its named terms: ``pi_loss``, ``value_loss`` (weighted),
-        ``entropy`` (when given) and ``clip_fraction`` (share of samples outside the clip range).
+        ``entropy`` (when given) and, with ``diagnostics``, ``clip_fraction`` (share of samples
+        outside the clip range).
     """
     surrogate = ratio * advantage
     clipped = torch.clamp(ratio, 1.0 - ratio_clip, 1.0 + ratio_clip) * advantage
@@ -82,8 +86,9 @@ def ppo_loss(
         mean_entropy = valid_mean(entropy, valid)
         loss = loss - entropy_loss_coeff * mean_entropy
         terms["entropy"] = mean_entropy
-    with torch.no_grad():
-        terms["clip_fraction"] = valid_mean(((ratio - 1.0).abs() > ratio_clip).to(ratio.dtype), valid)
+    if diagnostics:
+        with torch.no_grad():
+            terms["clip_fraction"] = valid_mean(((ratio - 1.0).abs() > ratio_clip).to(ratio.dtype), valid)
     return loss, terms
 
 
@@ -150,12 +155,7 @@ class PPO(OnPolicyAlgorithm):
             log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
             torch_threads=torch_threads,
         )
-        self.check_positive("ratio_clip", ratio_clip)
-        if value_clip is not None:
-            self.check_positive("value_clip", value_clip)
-        if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
-            raise ValueError(f"epochs must be an int >= 1, got {epochs}")
-        check_minibatches(minibatches, sampler, bool(getattr(agent, "recurrent", False)))
+        check_ppo_args(ratio_clip, value_clip, epochs, minibatches, sampler, bool(getattr(agent, "recurrent", False)))
         self.ratio_clip = ratio_clip
         self.value_clip = value_clip
         self.epochs = int(epochs)
@@ -196,12 +196,25 @@ class PPO(OnPolicyAlgorithm):
         loss, terms = ppo_loss(
             ratio, batch.advantage, value, batch.return_, entropy, batch.valid, ratio_clip=ratio_clip,
             value_loss_coeff=self.value_loss_coeff, entropy_loss_coeff=self.entropy_loss_coeff,
-            old_value=batch.old_value, value_clip=self.value_clip,
+            old_value=batch.old_value, value_clip=self.value_clip, diagnostics=diagnostics,
         )
         if diagnostics:
             with torch.no_grad():
                 terms["approx_kl"] = valid_mean(dist.kl(batch.old_dist_info, dist_info), batch.valid)
         return {"loss": loss, **terms}
+
+
+def check_ppo_args(
+    ratio_clip: float, value_clip: float | None, epochs: int, minibatches: int, sampler: Any, recurrent: bool
+) -> None:
+    """Raise ``ValueError`` naming the first bad PPO-specific argument (see :func:`check_minibatches`)."""
+    if not ratio_clip > 0:
+        raise ValueError(f"ratio_clip must be > 0, got {ratio_clip}")
+    if value_clip is not None and not value_clip > 0:
+        raise ValueError(f"value_clip must be > 0 or None, got {value_clip}")
+    if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
+        raise ValueError(f"epochs must be an int >= 1, got {epochs}")
+    check_minibatches(minibatches, sampler, recurrent)
 
 
 def check_minibatches(minibatches: int, sampler: Any, recurrent: bool) -> None:

@@ -302,16 +302,9 @@ class R2D1(DQN):
 
     def samples_to_buffer(self, samples: Any) -> Any:
         """The sampler's ``[T, B]`` samples plus the LSTM state of each step (and input priorities)."""
-        fields = dict(
-            observation=samples.env.observation,
-            action=samples.agent.action,
-            reward=samples.env.reward,
-            done=samples.env.done,
-            truncated=samples.env.truncated,
-            prev_action=samples.agent.prev_action,
-            prev_reward=samples.env.prev_reward,
-            prev_rnn_state=samples.agent.agent_info.prev_rnn_state,
-        )
+        transitions = super().samples_to_buffer(samples)
+        fields = dict(zip(transitions._fields, transitions, strict=True))
+        fields["prev_rnn_state"] = samples.agent.agent_info.prev_rnn_state
         if self.prioritized_replay and self.input_priorities:
             return PrioritizedSequenceSamplesToBuffer(**fields, priority=self.compute_input_priorities(samples))
         return SequenceSamplesToBuffer(**fields)
