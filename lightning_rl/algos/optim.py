@@ -47,6 +47,11 @@ def build_optimizer(
     params = list(params)
     if not params:
         raise ValueError("no parameters to optimize: was the agent initialized (setup) before configure_optimizers?")
+    if optimizer is not None and not callable(optimizer):
+        raise ValueError(
+            f"optimizer must be a torch optimizer class or callable (in YAML a class path such as "
+            f"{{class_path: torch.optim.RMSprop, init_args: {{alpha: 0.99}}}}) or None for Adam, got {optimizer!r}"
+        )
     if optimizer is not None:
         # LightningCLI's callable takes the parameters; the keyword reaches the optimizer class.
         return optimizer(params, lr=lr)  # type: ignore[call-arg]

@@ -113,3 +113,6 @@ def test_default_optimizer_is_fused_adam_and_any_torch_optimizer_plugs_in():
     assert isinstance(sgd, torch.optim.SGD) and sgd.defaults["lr"] == 0.1 and sgd.defaults["momentum"] == 0.5
     with pytest.raises(ValueError, match="no parameters to optimize"):
         build_optimizer(None, [], 1e-3)
+    # A name where a class belongs (the 0.1.0 form): an error that says what to write instead.
+    with pytest.raises(ValueError, match=r"optimizer must be a torch optimizer class .* got 'rmsprop'"):
+        build_optimizer("rmsprop", params, 1e-3)

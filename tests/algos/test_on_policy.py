@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import pytorch_lightning as pl
@@ -253,7 +255,8 @@ def test_a2c_solves_cartpole():
     module = A2C(
         CategoricalPgAgent(hidden_sizes=[64, 64]),
         SerialSampler(env_id="CartPole-v1", batch_T=5, batch_B=8),
-        discount=0.99, entropy_loss_coeff=0.0, learning_rate=7e-4, optimizer="rmsprop", clip_grad_norm=0.5,
+        discount=0.99, entropy_loss_coeff=0.0, learning_rate=7e-4, clip_grad_norm=0.5,
+        optimizer=functools.partial(torch.optim.RMSprop, alpha=0.99, eps=1e-5),  # the config's RMSprop
         total_env_steps=500_000, log_interval_steps=4000,
     )
     stop = pl.callbacks.EarlyStopping(
