@@ -1,12 +1,9 @@
 """The LightningModule every algorithm builds on: agent, sampler, env-step budgets, exact resume.
 
-Flow (DESIGN.md, "The flow of one training run"): ``setup()`` initializes the sampler for this
-rank (which builds the envs and the agent's models from their spaces); ``train_dataloader()``
-wraps the algorithm's IterableDataset in ``DataLoader(batch_size=None)``; ``training_step``
-updates with manual optimization; an epoch is ``log_interval_steps`` env steps and the run
-stops after ``total_env_steps``. Checkpoints carry the counters, the sampler (and, for the serial
-sampler, the envs), RNG states and the minibatch shuffle generator, so a resumed run continues
-exactly where the interrupted one stopped.
+Flow (DESIGN.md): ``setup()`` builds this rank's sampler, envs and models; ``train_dataloader()``
+wraps the algorithm's IterableDataset in ``DataLoader(batch_size=None)``; ``training_step`` updates
+with manual optimization; an epoch is ``log_interval_steps`` env steps. Checkpoints carry the
+counters, the sampler state, RNG states and the shuffle generator, so resumes are exact.
 
 Direct updates: :meth:`RLModule.update_step` calls ``zero_grad``, ``backward``, the gradient
 clip and ``step`` itself when nothing would see Lightning's per-update hooks (one device, 32-bit,
@@ -45,6 +42,7 @@ from lightning_rl.algos.optim import (
     direct_updates_safe,
     mean_metrics,
 )
+from lightning_rl.data.arrays import non_finite_keys
 from lightning_rl.data.buffers import buffer_to
 from lightning_rl.datasets.state import TrainState
 from lightning_rl.samplers.base import BaseSampler
@@ -251,7 +249,16 @@ class RLModule(pl.LightningModule):
 
         Does not count updates (algorithms count one per batch, however many optimizers step).
         Direct or through Lightning, see the module docstring.
+
+        Raises:
+            FloatingPointError: If ``loss`` is NaN or infinite (nothing is stepped).
         """
+        if not bool(torch.isfinite(loss)):
+            # Before backward and step: the weights stay those of the last finite update.
+            raise FloatingPointError(
+                f"{type(self).__name__}: non-finite loss {float(loss)} at update {self.train_state.updates + 1} "
+                f"({self.global_env_steps} env steps); nothing was updated. Lower the learning rate, clip "
+                "gradients (clip_grad_norm) or check the rewards' scale")
         if clip_grad_norm is None or isinstance(clip_grad_norm, (int, float)):
             clips: Sequence[float | None] = [clip_grad_norm] * len(optimizers)
         else:
@@ -275,12 +282,8 @@ class RLModule(pl.LightningModule):
         self.train_state.updates += 1
 
     def schedule_factor(self) -> float:
-        """The linear schedule's factor for this iteration, counted in env steps.
-
-        1 for the first sampler iteration, falling linearly to 0 at ``total_env_steps`` (all
-        ranks): ``1 - env steps collected before this iteration / total_env_steps``. It reads the
-        checkpointed counters only, so a resumed run continues on the same schedule.
-        """
+        """``1 - env steps (all ranks) before this iteration / total_env_steps``: the linear
+        schedule's factor, from checkpointed counters only (a resume continues the schedule)."""
         if self.total_env_steps is None:
             return 1.0
         world = self.trainer.world_size if self._trainer is not None else 1
@@ -288,11 +291,8 @@ class RLModule(pl.LightningModule):
         return max(1.0 - before / self.total_env_steps, 0.0)
 
     def apply_lr_schedule(self, optimizers: Sequence[Any], linear: bool) -> None:
-        """Set every parameter group's ``lr`` to its initial value times :meth:`schedule_factor`.
-
-        The initial value is kept in the group as ``initial_lr`` (as torch's schedulers do), so it
-        travels with the optimizer's state dict.
-        """
+        """Set every parameter group's ``lr`` to its ``initial_lr`` (kept in the group, as torch's
+        schedulers do, so it travels with the optimizer state) times :meth:`schedule_factor`."""
         if not linear:
             return
         factor = self.schedule_factor()
@@ -309,9 +309,8 @@ class RLModule(pl.LightningModule):
         """Whether this sampler iteration's metrics are logged.
 
         Every ``Trainer(log_every_n_steps)`` iterations, at the last iteration of each epoch (so
-        epoch-end callbacks such as EarlyStopping see fresh values) and at the end of the budget.
-        Lightning's per-key bookkeeping costs about 0.3 ms per logged value on a 2-core CPU, as
-        much as a small update, so skipping the iterations in between matters.
+        epoch-end callbacks such as EarlyStopping see fresh values) and at the end of the budget;
+        Lightning's per-key bookkeeping costs as much as a small update (DESIGN.md).
         """
         itr = self.train_state.itr
         every = cast(Any, self.trainer).log_every_n_steps if self._trainer is not None else 1
@@ -341,6 +340,9 @@ class RLModule(pl.LightningModule):
 
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        bad = non_finite_keys(checkpoint.get("state_dict", {}))
+        if bad:
+            raise FloatingPointError(f"refusing to write a checkpoint with non-finite weights: {bad[:5]}")
         state: dict[str, Any] = {
             "env_spaces": self.agent.env_spaces,
             "minibatch_generator": self.minibatch_generator.bit_generator.state,

@@ -15,8 +15,8 @@ class WindowMean(Metric):
     """Mean of the last ``window`` values, updated with a batch of values at a time.
 
     torchmetrics' ``RunningMean`` keeps one copy of its base metric per *update* and merges them
-    in ``compute`` (1.6 ms for a window of 100 on a 2-core CPU, about 100 us per update); this
-    keeps the values in a ring buffer: one update per sampler batch, ``compute`` a masked mean.
+    all in ``compute``, a cost that grows with the window; this keeps the values in a ring buffer:
+    one update per sampler batch, ``compute`` a masked mean.
     Under DDP ``compute`` gathers every rank's window and averages all of their values, so every
     rank must call it at the same point (a collective); it is NaN while no rank has a value.
 

@@ -5,7 +5,7 @@ Every function takes numpy arrays or torch tensors and returns the same kind it 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -222,3 +222,11 @@ def _is_numpy_dtype(dtype: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+def non_finite_keys(tensors: Mapping[str, Any]) -> list[str]:
+    """Names of the floating-point tensors in ``tensors`` that hold a NaN or an infinity."""
+    return [
+        k for k, v in tensors.items()
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())
+    ]

@@ -11,6 +11,7 @@ from torch.utils.data import IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.datasets.state import TrainState
+from lightning_rl.samplers.base import check_finite_samples
 
 
 class SamplerDataset(IterableDataset):
@@ -50,7 +51,8 @@ class SamplerDataset(IterableDataset):
         raise NotImplementedError(f"{type(self).__name__} must implement collect()")
 
     def obtain(self) -> Any:
-        """Collect one ``[T, B]`` batch, count it and keep its finished episodes.
+        """Collect one ``[T, B]`` batch, check it (NaN or infinite observations and rewards raise,
+        unless the sampler's ``check_finite`` is off), count it and keep its finished episodes.
 
         Returns:
             The sampler's ``Samples`` buffer (overwritten by the next call).
@@ -60,6 +62,8 @@ class SamplerDataset(IterableDataset):
         with self.profiler.profile("sampler/obtain"):
             samples, traj_infos = self.sampler.obtain_samples(itr)
         self.state.sampler_time += time.perf_counter() - t0
+        if getattr(self.sampler, "check_finite", False):
+            check_finite_samples(samples, itr, self.sampler.env_id, self.sampler.env_ranks)
         self.agent.train_mode(itr)
         self.state.record_rollout(self.sampler.batch_spec.size, traj_infos)
         return samples

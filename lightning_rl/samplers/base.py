@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -160,6 +160,9 @@ class BaseSampler:
             :class:`~lightning_rl.samplers.serial.SerialSampler`.
         cpu_affinity: CPUs the workers are pinned to, worker ``w`` to ``cpu_affinity[w % n]``;
             ``None`` leaves scheduling to the OS. Ignored by the serial sampler.
+        check_finite: Raise :class:`NonFiniteSampleError`, naming the env, the step and the
+            field, when a collected batch holds a NaN or infinite observation or reward (one
+            ``np.isfinite`` pass over the float fields per batch). False lets them through.
 
     Raises:
         ValueError: On a bad argument, naming it.
@@ -185,6 +188,7 @@ class BaseSampler:
         collector: Literal["reset", "wait_reset"] = "reset",
         n_workers: int | None = None,
         cpu_affinity: list[int] | None = None,
+        check_finite: bool = True,
     ) -> None:
         if not (isinstance(env_id, str) or callable(env_id)):
             raise ValueError(f"env_id must be an env id string or a callable, got {env_id!r}")
@@ -224,6 +228,7 @@ class BaseSampler:
         self.collector = collector
         self.n_workers = n_workers
         self.cpu_affinity = None if cpu_affinity is None else list(cpu_affinity)
+        self.check_finite = bool(check_finite)
         self.env_steps = 0
         self.initialized = False
         self._closed = False
@@ -504,3 +509,37 @@ def cpu_count() -> int:
 def zeros_like_buffer(buffer_: Any) -> Any:
     """Private zeroed copy of a buffer (same structure, dtypes and shapes)."""
     return buffer_func(buffer_, np.zeros_like)
+
+
+class NonFiniteSampleError(ValueError):
+    """A collected batch holds a NaN or infinite observation or reward."""
+
+
+def check_finite_samples(samples: Any, itr: int, env_id: Any, env_ranks: Sequence[int] | None = None) -> None:
+    """Raise :class:`NonFiniteSampleError` at the first NaN or infinite observation or reward.
+
+    Args:
+        samples: A ``[T, B]`` batch (``samples.env.observation`` may be a structure of arrays).
+        itr: The sampler iteration that collected it (for the message).
+        env_id: The env's id (for the message).
+        env_ranks: Global index of each of the batch's envs (default: ``0..B-1``).
+
+    Raises:
+        NonFiniteSampleError: Naming the field, the env, the time step and the value. The
+            observation at step ``t`` is what the env returned at step ``t - 1`` (or at reset).
+    """
+    env = samples.env
+    for name, field in (("observation", env.observation), ("reward", env.reward)):
+        leaves: list[Any] = []
+        buffer_func(field, leaves.append)
+        for leaf in leaves:
+            array = np.asarray(leaf)
+            if array.dtype.kind not in "fc" or bool(np.isfinite(array).all()):
+                continue
+            t, b = (int(i) for i in np.argwhere(~np.isfinite(array))[0][:2])
+            rank = b if env_ranks is None else env_ranks[b]
+            raise NonFiniteSampleError(
+                f"non-finite {name} from env {b} (global env {rank}) of {env_id!r} at time step {t} of sampler "
+                f"iteration {itr}: {array[t, b]!r}; training stopped before it reached a loss. Fix the env, or "
+                f"pass check_finite=False to the sampler to let such values through"
+            )

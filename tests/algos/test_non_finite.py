@@ -1,0 +1,120 @@
+"""NaN never trains quietly into a checkpoint: a NaN or infinite observation or reward stops
+training at the sampler boundary with an error naming the env, the step and the field; a
+non-finite loss stops it before the update; no checkpoint is written with non-finite weights."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+from gymnasium import spaces
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from lightning_rl.agents import CategoricalPgAgent, SacAgent
+from lightning_rl.algos import PPO, SAC
+from lightning_rl.samplers import SerialSampler
+from lightning_rl.samplers.base import NonFiniteSampleError
+from tests.algos.test_on_policy import make_trainer
+
+
+class PoisonedEnv(gymnasium.Env):
+    """Zero observations and rewards, except a NaN (or inf) in one field at step ``at`` of its first
+    episode (episodes last 1000 steps)."""
+
+    def __init__(self, field: str, at: int = 5, value: float = float("nan"), box_action: bool = False) -> None:
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32) if box_action else spaces.Discrete(2)
+        self.field, self.at, self.value, self._t, self._episode = field, at, value, 0, 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t, self._episode = 0, self._episode + 1
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action: Any):
+        self._t += 1
+        poisoned = self._episode == 1 and self._t == self.at
+        obs = np.zeros(3, np.float32)
+        if poisoned and self.field == "observation":
+            obs[1] = self.value
+        reward = self.value if poisoned and self.field == "reward" else 0.0
+        return obs, reward, False, self._t >= 1000, {}
+
+
+def ppo(field: str, check_finite: bool = True, value: float = float("nan")) -> PPO:
+    return PPO(
+        CategoricalPgAgent(hidden_sizes=[8]),
+        SerialSampler(env_id=lambda: PoisonedEnv(field, value=value), batch_T=4, batch_B=2,
+                      check_finite=check_finite),
+        minibatches=1, epochs=1, total_env_steps=64, log_interval_steps=8,
+    )
+
+
+def test_nan_observation_stops_ppo_naming_env_step_and_field(tmp_path):
+    pl.seed_everything(0)
+    checkpoint = ModelCheckpoint(dirpath=tmp_path, save_last=True)
+    module = ppo("observation")
+    # Step 5 returns the NaN, so it is the observation the agent acts on at row 5: the second
+    # batch of 4 rows (iteration 1, counted from 0), row 1, in both envs (the first env named).
+    with pytest.raises(NonFiniteSampleError, match=r"non-finite observation from env 0 .* at time step 1 of "
+                                                   r"sampler iteration 1: array\(\[ 0., nan,  0.\]"):
+        make_trainer(callbacks=[checkpoint]).fit(module)
+    # The first batch trained, the poisoned one did not: every weight is finite, and so is any checkpoint.
+    assert all(torch.isfinite(p).all() for p in module.parameters())
+    for path in tmp_path.glob("*.ckpt"):
+        state = torch.load(path, weights_only=True)["state_dict"]
+        assert all(torch.isfinite(v).all() for v in state.values() if torch.is_tensor(v) and v.is_floating_point())
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_reward_stops_sac_before_it_reaches_the_replay_loss(value):
+    pl.seed_everything(0)
+    module = SAC(
+        SacAgent(hidden_sizes=[8], q_hidden_sizes=[8]),
+        SerialSampler(env_id=lambda: PoisonedEnv("reward", at=6, value=value, box_action=True), batch_T=4, batch_B=1),
+        batch_size=4, replay_size=64, min_steps_learn=4, replay_ratio=4, total_env_steps=64, log_interval_steps=8,
+    )
+    # Step 6's reward sits in row 5 (rows hold the reward of the step taken there): iteration 1, row 1.
+    with pytest.raises(NonFiniteSampleError, match=r"non-finite reward from env 0 .* at time step 1 of sampler "
+                                                   r"iteration 1: np.float32"):
+        make_trainer().fit(module)
+    assert all(torch.isfinite(p).all() for p in module.parameters())
+
+
+def test_with_the_check_off_a_nan_reaches_the_loss_and_stops_training_before_the_update():
+    pl.seed_everything(0)
+    module = ppo("observation", check_finite=False)
+    before: dict[str, torch.Tensor] = {}
+
+    class Snapshot(pl.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            before.update(copy.deepcopy(pl_module.state_dict()))
+
+    with pytest.raises(FloatingPointError, match=r"PPO: non-finite loss nan at update 2 "):
+        make_trainer(callbacks=[Snapshot()]).fit(module)
+    # Nothing was stepped with the NaN: the weights are those before the poisoned batch.
+    for key, value in module.state_dict().items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(value, before[key]), key
+
+
+def test_no_checkpoint_is_written_with_non_finite_weights(tmp_path):
+    module = ppo("reward")
+    module.agent.initialize(_spaces())
+    with torch.no_grad():
+        next(module.agent.parameters()).view(-1)[0] = float("nan")
+    checkpoint: dict[str, Any] = {"state_dict": module.state_dict()}
+    with pytest.raises(FloatingPointError, match="refusing to write a checkpoint with non-finite weights: "
+                                                 r"\['agent.model."):
+        module.on_save_checkpoint(checkpoint)
+
+
+def _spaces() -> Any:
+    from lightning_rl.envs import make_env
+
+    return make_env(lambda: PoisonedEnv("reward")).spaces
