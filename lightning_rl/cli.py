@@ -100,24 +100,24 @@ class RLCLI(LightningCLI):
     """LightningCLI whose model is any :class:`RLModule` subclass (PPO, A2C, ...)."""
 
     def _parse_ckpt_path(self) -> None:
-        # LightningCLI applies the checkpoint's saved hyperparameters over the config; those of
-        # older versions are migrated first so their checkpoints keep loading.
+        # LightningCLI would apply the checkpoint's saved hyperparameters over the config, so a
+        # resume could not change them (a larger total_env_steps was silently replaced by the
+        # checkpoint's). Here the config and the command line win; where they differ from the
+        # checkpoint (migrated from older versions first), a line on stderr says so.
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if not ckpt_path or not Path(ckpt_path).is_file():
-            return super()._parse_ckpt_path()
-        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu").get("hyper_parameters", {})
-        hparams = migrate_hyperparameters({k: v for k, v in hparams.items() if k != "_instantiator"})
-        if not hparams:
-            return None
-        if "_class_path" in hparams:
-            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
-        try:
-            self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
-        except SystemExit:
-            sys.stderr.write(f"Parsing the hyperparameters of {ckpt_path} failed\n")
-            raise
-        return None
+            return
+        saved = torch.load(ckpt_path, weights_only=True, map_location="cpu").get("hyper_parameters", {})
+        saved = migrate_hyperparameters(saved)
+        init_args = self.config[subcommand].get("model", {}).get("init_args") or {}
+        changed = [
+            f"{key}={getattr(init_args, key)!r} (checkpoint: {value!r})"
+            for key, value in saved.items()
+            if not key.startswith("_") and key in init_args and getattr(init_args, key) != value
+        ]
+        if changed:
+            sys.stderr.write(f"lightning-rl: resuming {ckpt_path} with the config's {', '.join(changed)}\n")
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:

@@ -22,7 +22,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "v0_1_0"
 
 
 @pytest.mark.parametrize("name", ["ppo_cartpole", "dqn_cartpole"])
-def test_a_checkpoint_of_version_0_1_0_resumes_to_a_larger_budget(name, tmp_path, monkeypatch):
+def test_a_checkpoint_of_version_0_1_0_resumes_to_a_larger_budget(name, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     for f in FIXTURES.glob(f"{name}.ckpt*"):
         shutil.copy(f, tmp_path / f.name)
@@ -32,17 +32,19 @@ def test_a_checkpoint_of_version_0_1_0_resumes_to_a_larger_budget(name, tmp_path
     extra = ["--model.init_args.min_steps_learn", "256", "--model.init_args.replay_size", "2048"] if algo == "dqn" else []
     ckpt_dir = tmp_path / "ckpt"
     main(["fit", "--config", str(ROOT / "configs" / algo / f"{env}.yaml"), *extra,
-          "--model.init_args.total_env_steps", "768", "--model.init_args.log_interval_steps", "256",
+          "--model.init_args.total_env_steps", "1024", "--model.init_args.log_interval_steps", "256",
           "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
           "--trainer.callbacks", f'[{{"class_path": "pytorch_lightning.callbacks.ModelCheckpoint", '
                                  f'"init_args": {{"dirpath": "{ckpt_dir}", "save_last": true}}}}]',
           "--ckpt_path", str(tmp_path / f"{name}.ckpt")])
     new = torch.load(ckpt_dir / "last.ckpt", weights_only=True)
-    # One more sampler iteration of 256 env steps after the restored 512, and the counters went on.
-    assert new["lightning_rl"]["train_state"]["env_steps"] == 768
-    assert new["lightning_rl"]["train_state"]["itr"] == old["lightning_rl"]["train_state"]["itr"] + 1
+    # The command line's larger budget wins over the checkpoint's saved one (and says so): two
+    # more sampler iterations of 256 env steps after the restored 512, the counters going on.
+    assert "with the config's total_env_steps=1024 (checkpoint: 512)" in capsys.readouterr().err
+    assert new["lightning_rl"]["train_state"]["env_steps"] == 1024
+    assert new["lightning_rl"]["train_state"]["itr"] == old["lightning_rl"]["train_state"]["itr"] + 2
     if algo == "dqn":
-        # The replay came back from the old side file (its "timeout" arrays) and grew by 256 rows.
+        # The replay came back from the old side file (its "timeout" arrays) and grew by 512 rows.
         replay = torch.load(ckpt_dir / "last.ckpt.replay", weights_only=True)
         assert "samples.truncated" in replay["storage"]
         old_replay = torch.load(tmp_path / f"{name}.ckpt.replay", weights_only=True)

@@ -85,7 +85,6 @@ class BaseAgent(nn.Module):
         self.steps_per_itr: int | None = None
         object.__setattr__(self, "shared_model", None)
 
-
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         """Model keyword arguments that depend on the env (observation shape, action count).
 
@@ -281,7 +280,6 @@ class BaseAgent(nn.Module):
             assert self.model is not None
             self.shared_model.load_state_dict(_strip_prefix(self.model.state_dict()))
 
-
     def forward(self, observation: Any, prev_action: Any, prev_reward: Any) -> Any:
         """Training forward pass over ``[T, B]`` or ``[B]`` inputs; returns what the loss needs."""
         assert self.model is not None
@@ -313,7 +311,6 @@ class BaseAgent(nn.Module):
     def reset_one(self, idx: int) -> None:
         """Called when env ``idx`` finishes an episode (recurrent agents zero its state)."""
 
-
     def train_mode(self, itr: int) -> None:
         """Training forward passes (``nn.Module.train``)."""
         self._mode = "train"
@@ -332,7 +329,6 @@ class BaseAgent(nn.Module):
     @property
     def mode(self) -> str:
         return self._mode
-
 
     def get_extra_state(self) -> dict[str, Any]:
         """Schedules and sampler-side state kept in ``state_dict`` (mixins add their keys)."""

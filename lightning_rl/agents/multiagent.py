@@ -112,7 +112,6 @@ class MultiAgent(BaseAgent):
         object.__setattr__(self, "_info_schema", None)
         object.__setattr__(self, "_value_schema", None)
 
-
     def initialize(
         self,
         env_spaces: Any,
@@ -234,7 +233,6 @@ class MultiAgent(BaseAgent):
         for sub in self.agents.values():
             sub.sync_shared_memory()
 
-
     def forward(self, observation: Any, prev_action: Any, prev_reward: Any) -> dict[str, Any]:
         """Each sub-agent's training forward pass on its agent's part of the inputs, by name."""
         return {
@@ -308,7 +306,6 @@ class MultiAgent(BaseAgent):
         B = next(iter(state)).shape[1] // len(self.agent_names)
         for i in range(len(self.agent_names)):
             shared.reset_one(i * B + idx)
-
 
     def train_mode(self, itr: int) -> None:
         super().train_mode(itr)

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
-from lightning_rl.algos.optim import OptimizerCallable
+from lightning_rl.algos.optim import LRSchedulerCallable, OptimizerCallable
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.datasets.on_policy import OnPolicyBatch
 from lightning_rl.samplers.base import BaseSampler
@@ -72,6 +72,8 @@ class A2C(OnPolicyAlgorithm):
         learning_rate: Initial learning rate.
         optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``),
             e.g. ``torch.optim.RMSprop`` for the paper's setting; None: Adam with ``optimizer_eps``.
+        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
+            once per sampler iteration; None: none.
         optimizer_eps: Epsilon of the default Adam.
         clip_grad_norm: Max global gradient norm; None disables clipping.
         normalize_advantage: Standardize advantages over each rollout.
@@ -94,6 +96,7 @@ class A2C(OnPolicyAlgorithm):
         entropy_loss_coeff: float = 0.01,
         learning_rate: float = 1e-3,
         optimizer: OptimizerCallable | None = None,
+        lr_scheduler: LRSchedulerCallable | None = None,
         optimizer_eps: float = 1e-5,
         clip_grad_norm: float | None = 1.0,
         normalize_advantage: bool = False,
@@ -107,7 +110,8 @@ class A2C(OnPolicyAlgorithm):
         super().__init__(
             agent, sampler, discount=discount, gae_lambda=gae_lambda, value_loss_coeff=value_loss_coeff,
             entropy_loss_coeff=entropy_loss_coeff, learning_rate=learning_rate, optimizer=optimizer,
-            optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, normalize_advantage=normalize_advantage,
+            lr_scheduler=lr_scheduler, optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm,
+            normalize_advantage=normalize_advantage,
             linear_lr_schedule=linear_lr_schedule, total_env_steps=total_env_steps,
             log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
             torch_threads=torch_threads,

@@ -35,19 +35,21 @@ from lightning_rl.algos.off_policy import (
     samples_to_buffer,
 )
 from lightning_rl.algos.optim import (
+    LRSchedulerCallable,
     OptimizerCallable,
     build_optimizer,
     clip_grad_norm_,
     direct_update,
     direct_updates_safe,
     mean_metrics,
+    step_lr_schedulers,
 )
 from lightning_rl.data.arrays import non_finite_keys
 from lightning_rl.data.buffers import buffer_to
 from lightning_rl.datasets.state import TrainState
 from lightning_rl.samplers.base import BaseSampler
 
-__all__ = ["OptimizerCallable", "RLModule", "build_optimizer", "clip_grad_norm_", "mean_metrics"]
+__all__ = ["LRSchedulerCallable", "OptimizerCallable", "RLModule", "build_optimizer", "clip_grad_norm_", "mean_metrics"]
 
 CHECKPOINT_KEY = "lightning_rl"
 _NO_PROFILER = PassThroughProfiler()
@@ -73,6 +75,8 @@ class RLModule(pl.LightningModule):
         torch_threads: Threads for torch's CPU ops in the training process (``None``: torch's
             default). Small MLPs train several times faster with 1, most of all when other
             processes (sampler workers) share the cores.
+        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer,
+            stepped once per sampler iteration and checkpointed; None: none.
     """
 
     agent: BaseAgent
@@ -88,6 +92,7 @@ class RLModule(pl.LightningModule):
         seed: int | None,
         checkpoint_sampler_state: bool,
         torch_threads: int | None,
+        lr_scheduler: LRSchedulerCallable | None = None,
     ) -> None:
         super().__init__()
         if torch_threads is not None and torch_threads < 1:
@@ -104,6 +109,7 @@ class RLModule(pl.LightningModule):
         self.seed = seed
         self.checkpoint_sampler_state = checkpoint_sampler_state
         self.torch_threads = torch_threads
+        self.lr_scheduler = lr_scheduler
         self.train_state = TrainState()
         self.minibatch_generator = np.random.default_rng(self._base_seed())
         self._sampler_ready = False
@@ -114,7 +120,6 @@ class RLModule(pl.LightningModule):
         self.replay_setup: ReplaySetup | None = None
         #: Off-policy algorithms: act uniformly before ``min_steps_learn`` (None: the agent decides).
         self.pretrain_uniform: bool | None = None
-
 
     def _base_seed(self) -> int:
         if self.seed is not None:
@@ -146,11 +151,11 @@ class RLModule(pl.LightningModule):
         self.agent.to_device(device)
         self._sampler_ready = True
         if self.replay_setup is not None and stage == "fit":
-            self.build_replay()
+            # Allocated from one step of the sampler's buffer (its dtypes and shapes).
+            self.replay_setup.build(self, seed=seed * 1000 + rank)
             if self.replay_setup.checkpoint_replay:
                 strategy = self.trainer.strategy
                 strategy.checkpoint_io = ReplayCheckpointIO(strategy.checkpoint_io)
-
 
     @property
     def replay(self) -> Any:
@@ -166,12 +171,6 @@ class RLModule(pl.LightningModule):
         samples = self.sampler.samples
         assert samples is not None, "the sampler is initialized in setup()"
         return {"frame_stack": frame_stack_of(samples.env.observation)}
-
-    def build_replay(self) -> None:
-        """Allocate the replay from one step of the sampler's buffer (its dtypes and shapes)."""
-        assert self.replay_setup is not None
-        rank = self.trainer.global_rank if self._trainer is not None else 0
-        self.replay_setup.build(self, seed=self._base_seed() * 1000 + rank)
 
     def teardown(self, stage: str) -> None:
         if self._sampler_ready and stage == "fit":
@@ -209,7 +208,6 @@ class RLModule(pl.LightningModule):
 
         return [EpisodeStatsCallback(), ThroughputCallback()]
 
-
     def val_dataloader(self) -> Any:
         # Fit evaluates through EvaluationCallback; only `validate` uses the validation loop.
         if self._trainer is None or self.trainer.state.fn != "validate":
@@ -223,7 +221,6 @@ class RLModule(pl.LightningModule):
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         return buffer_to(batch, device, non_blocking=device.type == "cuda")
-
 
     def on_train_start(self) -> None:
         self._direct = self.direct_updates and self.direct_updates_safe()
@@ -331,13 +328,14 @@ class RLModule(pl.LightningModule):
         return self.train_state.env_steps * world
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.lr_scheduler is not None:  # manual optimization: stepped here, once per iteration
+            step_lr_schedulers(self.lr_schedulers())
         if self.logging_due():
             self.log(
                 "env_steps", float(self.global_env_steps), on_step=True, on_epoch=False, prog_bar=True, batch_size=1
             )
         if self.budget_reached:
             self.trainer.should_stop = True
-
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         bad = non_finite_keys(checkpoint.get("state_dict", {}))
@@ -384,7 +382,6 @@ class RLModule(pl.LightningModule):
             self.sampler.load_state_dict(state["sampler"])
         if REPLAY_KEY in checkpoint and self.replay is not None:
             self.replay.load_state_dict(checkpoint[REPLAY_KEY])
-
 
     @staticmethod
     def check_positive(name: str, value: float, allow_zero: bool = False) -> None:

@@ -36,7 +36,13 @@ from torch import Tensor
 from lightning_rl.agents.qpg import DdpgAgent
 from lightning_rl.algos.base import RLModule
 from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
-from lightning_rl.algos.optim import OptimizerCallable, build_optimizer, mean_metrics
+from lightning_rl.algos.optim import (
+    LRSchedulerCallable,
+    OptimizerCallable,
+    build_optimizer,
+    mean_metrics,
+    with_lr_schedulers,
+)
 from lightning_rl.algos.qpg_common import (
     QpgBatch,
     as_tuple,
@@ -100,6 +106,8 @@ class DDPG(RLModule):
         q_learning_rate: Critic learning rate.
         optimizer: Any torch optimizer for both networks (``class_path``/``init_args``; it gets
             each network's learning rate); None: Adam.
+        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
+            once per sampler iteration; None: none.
         reward_scale: Factor on rewards (returns) in the target.
         clip_grad_norm: Max gradient norm of each network; None for no clipping.
         q_target_clip: Clip targets to ``+-q_target_clip``; None for no clipping.
@@ -137,6 +145,7 @@ class DDPG(RLModule):
         learning_rate: float = 1e-4,
         q_learning_rate: float = 1e-3,
         optimizer: OptimizerCallable | None = None,
+        lr_scheduler: LRSchedulerCallable | None = None,
         reward_scale: float = 1.0,
         clip_grad_norm: float | None = None,
         q_target_clip: float | None = 1e6,
@@ -153,7 +162,7 @@ class DDPG(RLModule):
         self.check_agent(agent)
         super().__init__(
             agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
-            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads,
+            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads, lr_scheduler=lr_scheduler,
         )
         self.replay_setup = ReplaySetup(
             batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
@@ -179,7 +188,7 @@ class DDPG(RLModule):
         self.bootstrap_timelimit = bootstrap_timelimit
         self.pretrain_uniform = pretrain_uniform
         self.soft_target_update = SoftTargetUpdate()
-        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer"])
+        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer", "lr_scheduler"])
 
     def check_agent(self, agent: Any) -> None:
         """Raise ``ValueError`` unless ``agent`` is a ``DdpgAgent`` (a ``Td3Agent`` is one too)."""
@@ -233,7 +242,7 @@ class DDPG(RLModule):
 
     def configure_optimizers(self) -> Any:
         # rlpyt's order: the policy's optimizer first, then the critics'.
-        return [
+        return with_lr_schedulers([
             build_optimizer(self.optimizer, self.agent.parameters_for("model"), self.learning_rate),
             build_optimizer(self.optimizer, self.agent.parameters_for("q"), self.q_learning_rate),
-        ]
+        ], self.lr_scheduler)

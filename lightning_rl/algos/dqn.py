@@ -42,7 +42,7 @@ from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import CatDqnAgent, DqnAgent, R2d1Agent
 from lightning_rl.algos.base import RLModule
 from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
-from lightning_rl.algos.optim import OptimizerCallable, build_optimizer
+from lightning_rl.algos.optim import LRSchedulerCallable, OptimizerCallable, build_optimizer, with_lr_schedulers
 from lightning_rl.samplers.base import BaseSampler
 
 #: Added to ``|TD error|`` so no transition's priority drops to zero (Schaul et al. 2016).
@@ -116,6 +116,8 @@ class DQN(RLModule):
         learning_rate: Learning rate.
         optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
             None: Adam with ``optimizer_eps``.
+        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
+            once per sampler iteration; None: none.
         optimizer_eps: Epsilon of the default Adam (0.01 / 32 as in rlpyt's and Dopamine's Atari
             settings).
         clip_grad_norm: Max global gradient norm; None disables clipping.
@@ -160,6 +162,7 @@ class DQN(RLModule):
         double_dqn: bool = False,
         learning_rate: float = 2.5e-4,
         optimizer: OptimizerCallable | None = None,
+        lr_scheduler: LRSchedulerCallable | None = None,
         optimizer_eps: float = 3.125e-4,
         clip_grad_norm: float | None = 10.0,
         linear_lr_schedule: bool = False,
@@ -180,7 +183,7 @@ class DQN(RLModule):
     ) -> None:
         super().__init__(
             agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
-            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads,
+            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads, lr_scheduler=lr_scheduler,
         )
         self.check_agent(agent)
         self.replay_setup = ReplaySetup(
@@ -201,6 +204,8 @@ class DQN(RLModule):
         self.check_positive("optimizer_eps", optimizer_eps)
         if clip_grad_norm is not None:
             self.check_positive("clip_grad_norm", clip_grad_norm)
+        if linear_lr_schedule and lr_scheduler is not None:
+            raise ValueError("linear_lr_schedule=True and an lr_scheduler both set the learning rate: choose one")
         if linear_lr_schedule and total_env_steps is None:
             raise ValueError("linear_lr_schedule=True needs total_env_steps to know where the schedule ends")
         self.discount = discount
@@ -218,7 +223,7 @@ class DQN(RLModule):
         self.default_priority = default_priority
         self.direct_updates = direct_updates
         self.soft_target_update = SoftTargetUpdate()
-        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer"])
+        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer", "lr_scheduler"])
 
     def check_agent(self, agent: Any) -> None:
         """Raise ``ValueError`` unless ``agent`` is a feed-forward, scalar-Q ``DqnAgent``."""
@@ -228,7 +233,6 @@ class DQN(RLModule):
     def on_train_start(self) -> None:
         super().on_train_start()
         self.soft_target_update.reset()
-
 
     #: The per-sample term of :meth:`loss` that becomes the new priority (plus ``PRIORITY_EPS``).
     priority_term = "td_abs"
@@ -282,4 +286,5 @@ class DQN(RLModule):
 
     def configure_optimizers(self) -> Any:
         params = self.agent.parameters_for("model")
-        return build_optimizer(self.optimizer, params, self.learning_rate, self.optimizer_eps)
+        optimizer = build_optimizer(self.optimizer, params, self.learning_rate, self.optimizer_eps)
+        return with_lr_schedulers(optimizer, self.lr_scheduler)

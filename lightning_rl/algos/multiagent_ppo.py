@@ -33,7 +33,13 @@ import torch
 
 from lightning_rl.agents.multiagent import MultiAgent
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
-from lightning_rl.algos.optim import OptimizerCallable, build_optimizer, mean_metrics
+from lightning_rl.algos.optim import (
+    LRSchedulerCallable,
+    OptimizerCallable,
+    build_optimizer,
+    mean_metrics,
+    with_lr_schedulers,
+)
 from lightning_rl.algos.ppo import check_ppo_args, ppo_loss
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
@@ -125,6 +131,8 @@ class MultiAgentPPO(OnPolicyAlgorithm):
         learning_rate: Initial learning rate of every learner.
         optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
             None: Adam with ``optimizer_eps``. One per learner.
+        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
+            once per sampler iteration; None: none.
         optimizer_eps: Epsilon of the default Adam.
         clip_grad_norm: Max gradient norm of each learner; None disables clipping.
         normalize_advantage: Standardize each agent's advantages over each rollout.
@@ -158,6 +166,7 @@ class MultiAgentPPO(OnPolicyAlgorithm):
         entropy_loss_coeff: float = 0.01,
         learning_rate: float = 1e-3,
         optimizer: OptimizerCallable | None = None,
+        lr_scheduler: LRSchedulerCallable | None = None,
         optimizer_eps: float = 1e-5,
         clip_grad_norm: float | None = 1.0,
         normalize_advantage: bool = True,
@@ -173,7 +182,8 @@ class MultiAgentPPO(OnPolicyAlgorithm):
         super().__init__(
             agent, sampler, discount=discount, gae_lambda=gae_lambda, value_loss_coeff=value_loss_coeff,
             entropy_loss_coeff=entropy_loss_coeff, learning_rate=learning_rate, optimizer=optimizer,
-            optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, normalize_advantage=normalize_advantage,
+            lr_scheduler=lr_scheduler, optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm,
+            normalize_advantage=normalize_advantage,
             linear_lr_schedule=linear_lr_schedule, total_env_steps=total_env_steps,
             log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
             torch_threads=torch_threads,
@@ -267,11 +277,11 @@ class MultiAgentPPO(OnPolicyAlgorithm):
 
     def configure_optimizers(self) -> Any:
         """One optimizer per learner, over its sub-agent's parameters."""
-        return [
+        return with_lr_schedulers([
             build_optimizer(self.optimizer, self.agent.parameters_for(f"model/{key}"), self.learning_rate,
                             self.optimizer_eps)
             for key in self.agent.learners()
-        ]
+        ], self.lr_scheduler)
 
     def update_obs_statistics(self, batch: Any, all_gather: Any) -> None:
         """Fold each agent's observations of the rollout into its sub-agent's running statistics

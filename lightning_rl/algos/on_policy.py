@@ -11,7 +11,7 @@ import torch
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.algos.base import RLModule
-from lightning_rl.algos.optim import OptimizerCallable, build_optimizer
+from lightning_rl.algos.optim import LRSchedulerCallable, OptimizerCallable, build_optimizer, with_lr_schedulers
 from lightning_rl.datasets.on_policy import OnPolicyBatch, OnPolicyDataset
 from lightning_rl.samplers.base import BaseSampler
 
@@ -30,6 +30,8 @@ class OnPolicyAlgorithm(RLModule):
         learning_rate: Initial learning rate.
         optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
             None: Adam with ``optimizer_eps``.
+        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
+            once per sampler iteration; None: none.
         optimizer_eps: Epsilon of the default Adam.
         clip_grad_norm: Max global gradient norm; None disables clipping.
         normalize_advantage: Standardize advantages over each rollout.
@@ -53,6 +55,7 @@ class OnPolicyAlgorithm(RLModule):
         entropy_loss_coeff: float,
         learning_rate: float,
         optimizer: OptimizerCallable | None,
+        lr_scheduler: LRSchedulerCallable | None,
         optimizer_eps: float,
         clip_grad_norm: float | None,
         normalize_advantage: bool,
@@ -66,6 +69,7 @@ class OnPolicyAlgorithm(RLModule):
         super().__init__(
             agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
             checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads,
+            lr_scheduler=lr_scheduler,
         )
         if not 0.0 <= discount <= 1.0:
             raise ValueError(f"discount must be in [0, 1], got {discount}")
@@ -76,6 +80,8 @@ class OnPolicyAlgorithm(RLModule):
         self.check_positive("entropy_loss_coeff", entropy_loss_coeff, allow_zero=True)
         if clip_grad_norm is not None:
             self.check_positive("clip_grad_norm", clip_grad_norm)
+        if linear_lr_schedule and lr_scheduler is not None:
+            raise ValueError("linear_lr_schedule=True and an lr_scheduler both set the learning rate: choose one")
         if linear_lr_schedule and total_env_steps is None:
             raise ValueError("linear_lr_schedule=True needs total_env_steps to know where the schedule ends")
         self.discount = discount
@@ -88,7 +94,7 @@ class OnPolicyAlgorithm(RLModule):
         self.clip_grad_norm = clip_grad_norm
         self.normalize_advantage = normalize_advantage
         self.linear_lr_schedule = linear_lr_schedule
-        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer"])
+        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer", "lr_scheduler"])
 
     @property
     def bootstrap_value(self) -> bool:
@@ -129,7 +135,8 @@ class OnPolicyAlgorithm(RLModule):
 
     def configure_optimizers(self) -> Any:
         params = self.agent.parameters_for("model")
-        return build_optimizer(self.optimizer, params, self.learning_rate, self.optimizer_eps)
+        optimizer = build_optimizer(self.optimizer, params, self.learning_rate, self.optimizer_eps)
+        return with_lr_schedulers(optimizer, self.lr_scheduler)
 
     def optimizer_list(self) -> list[Any]:
         """``self.optimizers()`` as a list (Lightning returns a lone optimizer unwrapped)."""

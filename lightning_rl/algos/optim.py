@@ -3,7 +3,7 @@ fused Adam, a cheap gradient-norm clip, and per-update metrics averaged once per
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytorch_lightning as pl
@@ -13,13 +13,20 @@ from pytorch_lightning.plugins.precision import Precision
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 __all__ = [
+    "LRSchedulerCallable",
     "OptimizerCallable",
     "build_optimizer",
     "clip_grad_norm_",
     "direct_update",
     "direct_updates_safe",
     "mean_metrics",
+    "step_lr_schedulers",
+    "with_lr_schedulers",
 ]
+
+#: What ``lr_scheduler`` arguments accept: a torch LR scheduler class path with its ``init_args``
+#: (LightningCLI builds a callable that takes the optimizer).
+LRSchedulerCallable = Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LRScheduler]
 
 #: Lightning hooks around a manual update; direct updates need them all left as they are.
 _UPDATE_HOOKS = ("on_before_backward", "on_after_backward", "on_before_optimizer_step")
@@ -117,3 +124,18 @@ def direct_update(optimizers: Sequence[Any], loss: torch.Tensor, clips: Sequence
         optimizer._on_before_step()
         inner.step()
         optimizer._on_after_step()
+
+
+def with_lr_schedulers(optimizers: Any, lr_scheduler: LRSchedulerCallable | None) -> Any:
+    """``optimizers`` as ``configure_optimizers`` returns them, each with ``lr_scheduler(optimizer)``
+    (Lightning saves and restores its state with the checkpoint) when one is given."""
+    if lr_scheduler is None:
+        return optimizers
+    listed = optimizers if isinstance(optimizers, list) else [optimizers]
+    return [{"optimizer": o, "lr_scheduler": {"scheduler": lr_scheduler(o), "interval": "step"}} for o in listed]
+
+
+def step_lr_schedulers(schedulers: Any) -> None:
+    """Step the module's ``lr_schedulers()`` (one, a list, or None)."""
+    for scheduler in schedulers if isinstance(schedulers, list) else [s for s in [schedulers] if s is not None]:
+        scheduler.step()

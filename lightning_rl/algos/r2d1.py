@@ -46,7 +46,7 @@ from lightning_rl.agents.dqn import R2d1Agent
 from lightning_rl.agents.recurrent import rnn_state_from_samples
 from lightning_rl.algos.dqn import DQN, PRIORITY_EPS
 from lightning_rl.algos.off_policy import PrioritizedSequenceSamplesToBuffer, SequenceSamplesToBuffer
-from lightning_rl.algos.optim import OptimizerCallable
+from lightning_rl.algos.optim import LRSchedulerCallable, OptimizerCallable
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.datasets.replay import ReplayDataset
@@ -177,6 +177,8 @@ class R2D1(DQN):
         learning_rate: Learning rate.
         optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
             None: Adam with ``optimizer_eps``.
+        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
+            once per sampler iteration; None: none.
         optimizer_eps: Epsilon of the default Adam.
         clip_grad_norm: Max global gradient norm; None disables clipping.
         linear_lr_schedule: Decay the learning rate linearly over ``total_env_steps``.
@@ -222,6 +224,7 @@ class R2D1(DQN):
         value_scale_eps: float = 1e-3,
         learning_rate: float = 1e-4,
         optimizer: OptimizerCallable | None = None,
+        lr_scheduler: LRSchedulerCallable | None = None,
         optimizer_eps: float = 1e-3,
         clip_grad_norm: float | None = 80.0,
         linear_lr_schedule: bool = False,
@@ -254,6 +257,7 @@ class R2D1(DQN):
             delta_clip=delta_clip, replay_size=replay_size, replay_ratio=replay_ratio,
             target_update_tau=target_update_tau, target_update_interval=target_update_interval,
             n_step_return=n_step_return, double_dqn=double_dqn, learning_rate=learning_rate, optimizer=optimizer,
+            lr_scheduler=lr_scheduler,
             optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, linear_lr_schedule=linear_lr_schedule,
             prioritized_replay=prioritized_replay, pri_alpha=pri_alpha, pri_beta_init=pri_beta_init,
             pri_beta_final=pri_beta_final, pri_beta_steps=pri_beta_steps, default_priority=default_priority,
@@ -276,7 +280,6 @@ class R2D1(DQN):
         """Raise ``ValueError`` unless ``agent`` is an ``R2d1Agent``."""
         if not isinstance(agent, R2d1Agent):
             raise ValueError(f"{type(self).__name__} needs an R2d1Agent, got agent={type(agent).__name__}")
-
 
     @property
     def min_steps_needed(self) -> int:
@@ -353,7 +356,6 @@ class R2D1(DQN):
         # replay_ratio counts replayed training rows (rlpyt): a batch trains batch_size * batch_T.
         dataset.updates_per_iteration /= self.batch_T
         return dataset
-
 
     def loss(self, batch: Any) -> dict[str, Tensor]:
         """Burn-in, the online and target networks over the training rows, then :func:`r2d1_loss`.

@@ -42,7 +42,13 @@ from torch import Tensor, nn
 from lightning_rl.agents.qpg import SacAgent
 from lightning_rl.algos.base import RLModule
 from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
-from lightning_rl.algos.optim import OptimizerCallable, build_optimizer, mean_metrics
+from lightning_rl.algos.optim import (
+    LRSchedulerCallable,
+    OptimizerCallable,
+    build_optimizer,
+    mean_metrics,
+    with_lr_schedulers,
+)
 from lightning_rl.algos.qpg_common import QpgBatch, check_qpg_args, critic_loss, frozen, n_step_target, split_updates
 from lightning_rl.distributions import DistInfoStd
 from lightning_rl.samplers.base import BaseSampler
@@ -128,6 +134,8 @@ class SAC(RLModule):
         alpha_learning_rate: Entropy temperature learning rate; None: ``learning_rate``.
         optimizer: Any torch optimizer for the three (``class_path``/``init_args``; it gets each
             one's learning rate); None: Adam.
+        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
+            once per sampler iteration; None: none.
         fixed_alpha: A constant temperature alpha; None learns it.
         initial_alpha: Starting alpha when learned.
         target_entropy: Entropy target of the learned alpha; ``'auto'`` is ``-A``.
@@ -168,6 +176,7 @@ class SAC(RLModule):
         q_learning_rate: float | None = None,
         alpha_learning_rate: float | None = None,
         optimizer: OptimizerCallable | None = None,
+        lr_scheduler: LRSchedulerCallable | None = None,
         fixed_alpha: float | None = None,
         initial_alpha: float = 1.0,
         target_entropy: float | Literal["auto"] = "auto",
@@ -188,7 +197,7 @@ class SAC(RLModule):
             raise ValueError(f"SAC needs a SacAgent, got agent={agent!r}")
         super().__init__(
             agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
-            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads,
+            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads, lr_scheduler=lr_scheduler,
         )
         self.replay_setup = ReplaySetup(
             batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
@@ -225,7 +234,7 @@ class SAC(RLModule):
             self.register_buffer("log_alpha", log_alpha)
         self.soft_target_update = SoftTargetUpdate()
         self._critic_parameters: list[nn.Parameter] | None = None
-        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer"])
+        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer", "lr_scheduler"])
 
     def on_train_start(self) -> None:
         super().on_train_start()
@@ -294,4 +303,4 @@ class SAC(RLModule):
         ]
         if self.fixed_alpha is None:
             optimizers.append(build_optimizer(self.optimizer, [self.log_alpha], self.alpha_learning_rate))
-        return optimizers
+        return with_lr_schedulers(optimizers, self.lr_scheduler)

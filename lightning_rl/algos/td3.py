@@ -27,7 +27,7 @@ from typing import Any
 
 from lightning_rl.agents.qpg import Td3Agent
 from lightning_rl.algos.ddpg import DDPG
-from lightning_rl.algos.optim import OptimizerCallable
+from lightning_rl.algos.optim import LRSchedulerCallable, OptimizerCallable
 from lightning_rl.samplers.base import BaseSampler
 
 
@@ -49,6 +49,8 @@ class TD3(DDPG):
         learning_rate: Policy (mu) learning rate.
         q_learning_rate: Critic learning rate.
         optimizer: Any torch optimizer for both networks; None: Adam.
+        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
+            once per sampler iteration; None: none.
         reward_scale: Factor on rewards (returns) in the target.
         clip_grad_norm: Max gradient norm of each network; None for no clipping.
         q_target_clip: Clip targets to ``+-q_target_clip``; None for no clipping.
@@ -83,6 +85,7 @@ class TD3(DDPG):
         learning_rate: float = 1e-3,
         q_learning_rate: float = 1e-3,
         optimizer: OptimizerCallable | None = None,
+        lr_scheduler: LRSchedulerCallable | None = None,
         reward_scale: float = 1.0,
         clip_grad_norm: float | None = None,
         q_target_clip: float | None = 1e6,
@@ -101,7 +104,7 @@ class TD3(DDPG):
             min_steps_learn=min_steps_learn, n_step_return=n_step_return, discount=discount,
             target_update_tau=target_update_tau, target_update_interval=target_update_interval,
             policy_update_interval=policy_update_interval, learning_rate=learning_rate,
-            q_learning_rate=q_learning_rate, optimizer=optimizer, reward_scale=reward_scale,
+            q_learning_rate=q_learning_rate, optimizer=optimizer, lr_scheduler=lr_scheduler, reward_scale=reward_scale,
             clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip, bootstrap_timelimit=bootstrap_timelimit,
             pretrain_uniform=pretrain_uniform, updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay,
             total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,

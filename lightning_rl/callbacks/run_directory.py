@@ -142,7 +142,6 @@ class RunDirectoryCallback(pl.Callback):
         self._saved = False
         self._previous: dict[signal.Signals, Any] = {}
 
-
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         sig = signal.Signals(signum)
         if self.received is not None and sig == signal.SIGINT:
@@ -169,7 +168,6 @@ class RunDirectoryCallback(pl.Callback):
         for sig, previous in self._previous.items():
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         self._previous = {}
-
 
     def _checkpoint_dir(self, trainer: pl.Trainer) -> str:
         if self.dirpath is not None:

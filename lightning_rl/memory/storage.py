@@ -56,7 +56,6 @@ class MemoryQueue:
         self.total_steps = 0  # steps per env stored since the start (or clear)
         self.last_T = 0  # steps per env of the latest chunk
 
-
     def allocate(self, chunk: dict[str, Any]) -> None:
         """Allocate the ring arrays with the keys, batch size, dtypes and shapes of ``chunk``.
 
@@ -127,7 +126,6 @@ class MemoryQueue:
         self.buffers = {}
         self.batch_B = self.head = self.length = self.total_steps = self.last_T = 0
 
-
     def __len__(self) -> int:
         """Stored time steps per env."""
         return self.length
@@ -174,7 +172,6 @@ class MemoryQueue:
     def chronological(self, key: str) -> np.ndarray:
         """A copy of ``key`` as ``[B, len, ...]``, oldest step first."""
         return self.gather(key, np.arange(self.batch_B)[:, None], np.arange(self.length)[None, :])
-
 
     def state_dict(self) -> dict[str, Any]:
         """The arrays (in chronological order, trimmed to the stored steps) and counters."""

@@ -145,7 +145,6 @@ class ReplayBuffer:
         self._discount_pow = (float(discount) ** np.arange(n_step_return + 1)).astype(np.float32)
         self.lock = RWLock() if shared else None
 
-
     @property
     def T(self) -> int:
         """Rows in the ring."""
@@ -181,7 +180,6 @@ class ReplayBuffer:
 
     def _write(self) -> contextlib.AbstractContextManager:
         return self.lock.write() if self.lock is not None else contextlib.nullcontext()
-
 
     def append_samples(self, samples: Any) -> np.ndarray:
         """Write a sampler batch at the cursor (overwriting the oldest rows when full).
@@ -244,7 +242,6 @@ class ReplayBuffer:
         if not self.sampler.prioritized:
             raise ValueError("set_beta: this replay is uniform (prioritized=False)")
         self.sampler.set_beta(beta)
-
 
     def state_dict(self, copy: bool = False) -> dict[str, Any]:
         """Everything needed to resume exactly: arrays, cursor, sum tree, RNG, counters.

@@ -81,7 +81,6 @@ class PrioritizedSampler:
         self.sample_calls = 0
         self._beta_set: float | None = None
 
-
     @property
     def beta(self) -> float:
         """Current importance-sampling exponent."""
@@ -97,7 +96,6 @@ class PrioritizedSampler:
         if not 0 <= beta:
             raise ValueError(f"set_beta: beta must be >= 0, got {beta}")
         self._beta_set = float(beta)
-
 
     def _valid(self, t: np.ndarray, b: np.ndarray) -> np.ndarray:
         # Rows t and envs b broadcast together.
@@ -131,7 +129,6 @@ class PrioritizedSampler:
             initial = self.storage.get("priority", t * B + b).astype(np.float64)
         p = np.where(self._valid(t, b), initial**self.alpha, 0.0)
         self.tree.write(slots.reshape(-1), np.broadcast_to(p, slots.shape).reshape(-1))
-
 
     def sample(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Draw ``n`` slots in proportion to priority, with replacement.
@@ -197,7 +194,6 @@ class PrioritizedSampler:
             t, b, p = t[keep], b[keep], p[keep]
         slots = (t // self.interval) * B + b if self.interval > 1 else t * B + b
         self.tree.write(slots, np.where(self._valid(t, b), p**self.alpha, 0.0))
-
 
     @property
     def nbytes(self) -> int:

@@ -92,7 +92,6 @@ class ReplayStorage:
         """Example fields kept outside the ``[T, B]`` buffers (written by :meth:`_write_separate`)."""
         return ("prev_rnn_state",)
 
-
     @property
     def off_forward(self) -> int:
         """Oldest rows of a full ring that cannot be replayed (their previous row is overwritten)."""
@@ -125,7 +124,6 @@ class ReplayStorage:
         """Inclusive ``(lo, hi)`` ages of rows that may start a replayed window (``hi < lo``: none)."""
         hi = self.filled - 1 - (self.off_forward if self.rows_written >= self.T else 0)
         return min_age, hi
-
 
     def append(self, samples: Any) -> np.ndarray:
         """Write ``[T_in, B]`` samples at the cursor and update n-step targets.
@@ -199,7 +197,6 @@ class ReplayStorage:
             slots = (rows[keep] % self.T) // self.rnn_state_interval
             self.rnn_states[slots] = _field(samples, "prev_rnn_state")[np.flatnonzero(keep)]
 
-
     def get(self, name: str, idx: np.ndarray) -> Any:
         """Field ``name`` of the samples at ``idx`` -> ``[*S, ...]`` (a copy)."""
         return take(self.buffers[name], idx)
@@ -215,7 +212,6 @@ class ReplayStorage:
         prev_action = take(buffers["prev_action"], idx) if "prev_action" in buffers else take(buffers["action"], prev)
         prev_reward = take(buffers["prev_reward"], idx) if "prev_reward" in buffers else take(buffers["reward"], prev)
         return prev_action, prev_reward
-
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Every array the storage owns, by a flat dotted name (views, not copies)."""

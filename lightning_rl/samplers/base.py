@@ -237,7 +237,6 @@ class BaseSampler:
         self.examples: dict[str, Any] = {}
         self.samples: Samples | None = None
 
-
     def initialize(
         self,
         agent: Any,
@@ -411,7 +410,6 @@ class BaseSampler:
         """Subclass hook: build envs and collectors, or fork workers."""
         raise NotImplementedError
 
-
     def obtain_samples(
         self, itr: int, agent_mode: Literal["sample", "eval"] = "sample", reset_envs: bool = False
     ) -> tuple[Samples, list[Any]]:
@@ -459,7 +457,6 @@ class BaseSampler:
     def closed(self) -> bool:
         """True once :meth:`shutdown` ran (or a worker failed)."""
         return self._closed
-
 
     def state_dict(self) -> dict[str, Any]:
         """Counters to resume from (parallel samplers restart their envs on resume)."""

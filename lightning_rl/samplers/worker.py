@@ -130,7 +130,6 @@ class WorkerPool:
         self.closed = False
         self._pending: list[tuple[str, int, Any]] = []
 
-
     def command(self, command: int, itr: int = 0) -> None:
         """Release one command to every worker."""
         self.sync.itr.value = int(itr)
@@ -149,7 +148,6 @@ class WorkerPool:
             sem = self.sync.obs_ready[w]
             while not sem.acquire(timeout=MAIN_POLL_S):
                 self.check()
-
 
     def recv(self) -> tuple[str, int, Any]:
         """The next report ``(kind, worker, payload)``; raises if a worker failed."""
@@ -191,7 +189,6 @@ class WorkerPool:
             missing.discard(msg[1])
         return payloads
 
-
     def check(self) -> None:
         """Raise ``RuntimeError`` if a worker reported an error or is no longer running."""
         self._pending.extend(self.poll())
@@ -225,7 +222,6 @@ class WorkerPool:
             f"sampler worker {w} ({self.specs[w].name}, pid {pid}) failed with {exc_type}: {exc_msg}\n\n"
             f"Worker traceback:\n{tb}"
         )
-
 
     def shutdown(self, timeout: float = 1.0) -> None:
         """Ask the workers to quit, then terminate those that do not within ``timeout`` seconds."""
@@ -342,7 +338,6 @@ class ParallelSamplerBase(BaseSampler):
         self._busy = False
         self.pool.gather("ready")
 
-
     def _begin(self, what: str) -> None:
         self._check_ready(what)
         if self._busy:
@@ -401,7 +396,6 @@ class ParallelSamplerBase(BaseSampler):
                 raise RuntimeError(f"sampler protocol error: unexpected {kind!r} report during evaluation")
         self._busy = False
         return completed[:limit]
-
 
     def _serve_batch(self) -> None:
         """Act for every group at every step while the workers step the envs."""
