@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytorch_lightning as pl
@@ -118,6 +118,26 @@ class RLCLI(LightningCLI):
         ]
         if changed:
             sys.stderr.write(f"lightning-rl: resuming {ckpt_path} with the config's {', '.join(changed)}\n")
+
+    def before_fit(self) -> None:
+        """``--ckpt_path last`` with no last checkpoint is an error (exit 2) naming the directories
+        searched, instead of Lightning's warning and a silent start from step 0."""
+        if self._get(self.config, "ckpt_path") != "last":
+            return
+        searched, found = [], False
+        for callback in self.trainer.checkpoint_callbacks:
+            dirpath = getattr(callback, "dirpath", None)
+            if dirpath is None:
+                return  # resolved from the logger at setup: Lightning's own search applies
+            searched.append(str(dirpath))
+            found = found or bool(cast(Any, callback)._find_last_checkpoints(self.trainer))
+        if not found:
+            where = ", ".join(searched) if searched else "(no ModelCheckpoint callback to search)"
+            sys.stderr.write(
+                f"lightning-rl: error: --ckpt_path last: no last checkpoint in {where}; "
+                "drop --ckpt_path to start a new run\n"
+            )
+            raise SystemExit(2)
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
