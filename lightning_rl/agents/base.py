@@ -10,8 +10,8 @@ Life cycle:
 
 1. ``agent = SomeAgent(hidden_sizes=...)`` or ``SomeAgent(model=<ModelFactory>)``: saves
    arguments only.
-2. ``agent.set_steps_per_itr(n)`` (the algorithm, before the sampler starts): env steps one
-   sampler iteration collects over all ranks, for schedules counted in env steps.
+2. ``agent.set_steps_per_itr(n)`` (the sampler's ``initialize``, before any worker starts): env
+   steps one sampler iteration collects over all ranks, for schedules counted in env steps.
 3. ``agent.initialize(env_spaces, share_memory=..., global_B=..., env_ranks=...)``: builds the
    model from the env's spaces (:meth:`make_env_to_model_kwargs` + :meth:`make_model`; with a
    given ``model`` factory, :meth:`build_given_model` instead of the agent's automatic choice).
@@ -187,9 +187,8 @@ class BaseAgent(nn.Module):
     def set_steps_per_itr(self, steps_per_itr: int) -> None:
         """Tell the agent how many env steps one sampler iteration collects, summed over all ranks.
 
-        Algorithms call it once the batch size and the number of ranks are known and before the
-        sampler starts (``RLModule.setup``: ``batch_T * batch_B * world_size``), so agent copies
-        in forked sampler workers have it too. Schedules counted in env steps (the epsilon of
+        The sampler calls it in ``initialize`` (``batch_T * global_B``, before it starts any
+        worker), so agent copies in forked sampler workers have it too. Schedules counted in env steps (the epsilon of
         :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`) turn iterations into env
         steps with it: iteration ``itr`` starts after ``itr * steps_per_itr`` env steps. Agents
         without such schedules only keep the value.

@@ -294,7 +294,9 @@ class BaseSampler:
             self.env_spaces = env.spaces
             null_action = env.action_space.null_value()
             observation = env.reset()
+            check_observation(self.env_spaces.observation, observation, self.env_id, "reset()")
             env_step = env.step(null_action)
+            check_observation(self.env_spaces.observation, env_step.observation, self.env_id, "step()")
         finally:
             env.close()
         self._initialize_agent(agent)
@@ -540,3 +542,32 @@ def check_finite_samples(samples: Any, itr: int, env_id: Any, env_ranks: Sequenc
                 f"iteration {itr}: {array[t, b]!r}; training stopped before it reached a loss. Fix the env, or "
                 f"pass check_finite=False to the sampler to let such values through"
             )
+
+
+def check_observation(space: Any, observation: Any, env_id: Any, where: str, name: str = "observation") -> None:
+    """Raise ``ValueError`` naming the env and the broken rule unless ``observation`` fits ``space``.
+
+    The sampler checks the first ``reset()`` and ``step()`` of its first env, so a malformed env
+    fails when the sampler is built, not later as a shape error deep inside a model. Rules, per
+    (sub-)space: the shape is the space's; the dtype is of the space's kind (integer spaces take
+    integers or bools, float spaces real numbers); the values lie within the space's bounds.
+    """
+    spaces = getattr(space, "spaces", None)
+    if spaces is not None:  # Composite: check each field against its sub-space
+        for sub_name, sub_space in zip(space.names, spaces, strict=True):
+            check_observation(sub_space, getattr(observation, sub_name), env_id, where, f"{name}.{sub_name}")
+        return
+    a = np.asarray(observation)
+    shape = tuple(space.shape)
+    rule = None
+    if a.shape != shape:
+        rule = f"has shape {a.shape}, but the observation space {space!r} has shape {shape}"
+    elif np.issubdtype(space.dtype, np.integer) and not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
+        rule = f"has dtype {a.dtype}, but the observation space {space!r} holds integers ({space.dtype})"
+    elif not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        rule = f"has dtype {a.dtype}, not a number"
+    elif not space.contains(a):
+        rule = (f"lies outside the observation space {space!r} (values from {a.min()} to {a.max()}, "
+                f"bounds {np.min(space.low)} to {np.max(space.high)})")
+    if rule is not None:
+        raise ValueError(f"env {env_id!r}: the {name} returned by {where} {rule}")
