@@ -20,6 +20,11 @@ _ATARI_ID = re.compile(
 )
 
 
+#: gymnasium's (and ale-py's) default sticky-action probability for ``ALE/<Game>-v5`` ids
+#: (Machado et al. 2018).
+ALE_V5_REPEAT_ACTION_PROBABILITY = 0.25
+
+
 def is_atari_id(env_id: Any) -> bool:
     """True for ids that :func:`make_env` maps to :class:`AtariEnv`: ``ALE/...`` and ``...NoFrameskip-v4``."""
     return isinstance(env_id, str) and (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4"))
@@ -51,7 +56,9 @@ def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None 
     """Make a lightning_rl env.
 
     * ``ALE/<Game>-v5`` and ``<Game>NoFrameskip-v4`` -> ``AtariEnv(game=<game>, **kwargs)``: our
-      preprocessing with :class:`AtariEnv`'s defaults, not gymnasium's ALE settings.
+      preprocessing with :class:`AtariEnv`'s defaults, except that ``ALE/...-v5`` ids keep
+      gymnasium's v5 sticky actions (``repeat_action_probability=0.25``) unless ``kwargs`` say
+      otherwise; ``NoFrameskip-v4`` ids have none (0.0), as in gymnasium.
     * any other registered gymnasium id (classic control, MuJoCo v5, ...) ->
       ``GymEnvWrapper(gymnasium.make(env_id, **kwargs))``;
     * a callable -> ``env_id(**kwargs)``; a gymnasium env result is wrapped in :class:`GymEnvWrapper`.
@@ -80,6 +87,8 @@ def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None 
         elif not isinstance(env, Env):
             raise ValueError(f"make_env: env_id={env_id!r} returned {type(env).__name__}, not an Env or gymnasium.Env")
     elif isinstance(env_id, str) and is_atari_id(env_id):
+        if env_id.startswith("ALE/"):
+            kwargs.setdefault("repeat_action_probability", ALE_V5_REPEAT_ACTION_PROBABILITY)
         env = AtariEnv(game=atari_game_from_id(env_id), **kwargs)
     elif isinstance(env_id, str):
         try:

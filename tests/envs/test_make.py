@@ -82,3 +82,23 @@ def test_unknown_id_raises_value_error_naming_it():
         make_env("CartPole-v9")
     with pytest.raises(ValueError, match="env_id"):
         make_env(42)
+
+
+def test_ale_v5_ids_keep_gymnasiums_sticky_actions_unless_told_otherwise():
+    assert make_env("ALE/Pong-v5").repeat_action_probability == 0.25  # gymnasium's v5 default
+    assert make_env("PongNoFrameskip-v4").repeat_action_probability == 0.0  # and v4's
+    assert make_env("ALE/Pong-v5", repeat_action_probability=0.0).repeat_action_probability == 0.0
+
+
+def test_every_shipped_atari_config_says_which_sticky_actions_it_uses():
+    import yaml
+    from pathlib import Path
+
+    configs = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*/*.yaml"))
+    atari = 0
+    for path in configs:
+        sampler = yaml.safe_load(path.read_text())["model"]["init_args"]["sampler"]["init_args"]
+        if str(sampler["env_id"]).startswith("ALE/"):
+            atari += 1
+            assert "repeat_action_probability" in (sampler.get("env_kwargs") or {}), path.name
+    assert atari == 5
