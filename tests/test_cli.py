@@ -97,12 +97,3 @@ def test_play_multiagent_env_without_checkpoint(in_tmp, capsys):
     assert "episode 1: return" in out
     assert "length 20" in out  # CoopGrid episodes last 20 steps
 
-
-def test_ckpt_path_last_without_a_checkpoint_exits_2_naming_where_it_looked(in_tmp, capsys):
-    # Lightning would warn and start from env step 0; a resume that cannot resume is an error.
-    with pytest.raises(SystemExit) as exit_info:
-        main(["fit", "--config", CARTPOLE, *SMALL, "--ckpt_path", "last"])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert f"--ckpt_path last: no last checkpoint in {in_tmp / 'lightning_logs' / 'ppo_cartpole' / 'checkpoints'};" in err
-    assert not (in_tmp / "lightning_logs" / "ppo_cartpole" / "checkpoints" / "last.ckpt").exists()

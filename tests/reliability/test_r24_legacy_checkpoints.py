@@ -17,7 +17,7 @@ import torch
 from lightning_rl.cli import main, migrate_hyperparameters
 from lightning_rl.envs.gymnasium import InfoFilter
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "v0_1_0"
 
 
