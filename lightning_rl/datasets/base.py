@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytorch_lightning.profilers import PassThroughProfiler, Profiler
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, get_worker_info
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.datasets.state import TrainState
@@ -43,6 +43,11 @@ class SamplerDataset(IterableDataset):
         return self.iterations_per_epoch
 
     def __iter__(self) -> Iterator[Any]:
+        if get_worker_info() is not None:
+            raise ValueError(
+                f"{type(self).__name__} runs in the training process only (DataLoader num_workers=0): a "
+                "DataLoader worker would step its own copy of the sampler, envs and replay, with stale weights"
+            )
         for _ in range(self.iterations_per_epoch):
             yield self.collect()
 
