@@ -26,5 +26,6 @@ def test_ckpt_path_last_without_a_checkpoint_exits_2_naming_where_it_looked(in_t
         main(["fit", "--config", CARTPOLE, *SMALL, "--ckpt_path", "last"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert f"--ckpt_path last: no last checkpoint in {in_tmp / 'lightning_logs' / 'ppo_cartpole' / 'checkpoints'};" in err
+    searched = in_tmp / "lightning_logs" / "ppo_cartpole" / "checkpoints"
+    assert f"--ckpt_path last: no last checkpoint in {searched};" in err
     assert not (in_tmp / "lightning_logs" / "ppo_cartpole" / "checkpoints" / "last.ckpt").exists()

@@ -29,7 +29,9 @@ def test_a_checkpoint_of_version_0_1_0_resumes_to_a_larger_budget(name, tmp_path
     old = torch.load(tmp_path / f"{name}.ckpt", weights_only=True)
     assert old["lightning_rl"]["train_state"]["env_steps"] == 512
     algo, env = name.split("_")
-    extra = ["--model.init_args.min_steps_learn", "256", "--model.init_args.replay_size", "2048"] if algo == "dqn" else []
+    extra = []
+    if algo == "dqn":
+        extra = ["--model.init_args.min_steps_learn", "256", "--model.init_args.replay_size", "2048"]
     ckpt_dir = tmp_path / "ckpt"
     main(["fit", "--config", str(ROOT / "configs" / algo / f"{env}.yaml"), *extra,
           "--model.init_args.total_env_steps", "1024", "--model.init_args.log_interval_steps", "256",
