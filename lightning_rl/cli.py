@@ -119,6 +119,15 @@ class RLCLI(LightningCLI):
         if changed:
             sys.stderr.write(f"lightning-rl: resuming {ckpt_path} with the config's {', '.join(changed)}\n")
 
+    def instantiate_classes(self) -> None:
+        """Build the model and Trainer; a bad value that the classes reject (a range check in an
+        ``__init__``) is a config error: exit 2 naming it, before any env or worker exists."""
+        try:
+            super().instantiate_classes()
+        except ValueError as error:
+            sys.stderr.write(f"lightning-rl: error: {error}\n")
+            raise SystemExit(2) from error
+
     def before_fit(self) -> None:
         """``--ckpt_path last`` with no last checkpoint is an error (exit 2) naming the directories
         searched, instead of Lightning's warning and a silent start from step 0."""
