@@ -5,6 +5,7 @@ paths for optimizers, schedulers and models included."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -36,8 +37,8 @@ def test_round_trip_keeps_an_optimizer_a_scheduler_and_a_model_given_by_class_pa
         "--model.init_args.optimizer", json.dumps({"class_path": "torch.optim.SGD", "init_args": {"momentum": 0.9}}),
         "--model.init_args.lr_scheduler", json.dumps({"class_path": "torch.optim.lr_scheduler.StepLR",
                                                       "init_args": {"step_size": 10}}),
-        "--model.init_args.agent.init_args.model", json.dumps({"class_path": "lightning_rl.models.CategoricalPgMlpModel",
-                                                               "init_args": {"hidden_sizes": [8]}}),
+        "--model.init_args.agent.init_args.model",
+        json.dumps({"class_path": "lightning_rl.models.CategoricalPgMlpModel", "init_args": {"hidden_sizes": [8]}}),
     ]
     first = print_config(capsys, "--config", str(ROOT / "configs" / "ppo" / "cartpole.yaml"), *extra)
     assert "torch.optim.SGD" in first and "momentum: 0.9" in first and "step_size: 10" in first
@@ -58,4 +59,4 @@ def test_a_bad_value_or_key_exits_2_fast_naming_it(override, named, capsys):
     assert exit_info.value.code == 2
     assert time.perf_counter() - start < 5.0
     err = capsys.readouterr().err
-    assert pytest.importorskip("re").search(named, err), err
+    assert re.search(named, err), err
