@@ -45,6 +45,8 @@ class RLTrainer(pl.Trainer):
         video_folder: str | None = None,
         seed: int = 0,
         max_steps_per_episode: int = 100_000,
+        weights_only: bool | None = None,
+        verbose: bool = True,
     ) -> list[dict[str, float]]:
         """Run the agent of a checkpoint for a few episodes, optionally recording videos.
 
@@ -57,12 +59,22 @@ class RLTrainer(pl.Trainer):
                 gymnasium envs, rendered emulator frames for Atari).
             seed: Env seed.
             max_steps_per_episode: Safety limit for envs without a time limit.
+            weights_only: Accepted so that a run's saved ``config.yaml`` (which records ``fit``'s
+                ``weights_only``) plays as it is; checkpoints are always read as data
+                (``torch.load(weights_only=True)``), so only None or True are allowed.
+            verbose: Print each episode's return and length and their mean (as ``validate``'s
+                ``verbose`` prints its metrics).
+
+        Raises:
+            ValueError: If ``weights_only`` is False.
 
         Returns:
             One ``{"return": ..., "length": ...}`` per episode (also printed).
         """
         from lightning_rl.play import play_episodes
 
+        if weights_only is False:
+            raise ValueError("play reads checkpoints as data only (torch.load(weights_only=True)); drop weights_only")
         results = play_episodes(
             model,
             ckpt_path=ckpt_path,
@@ -72,10 +84,11 @@ class RLTrainer(pl.Trainer):
             seed=seed,
             max_steps_per_episode=max_steps_per_episode,
         )
-        for i, r in enumerate(results):
-            print(f"episode {i}: return {r['return']:.2f} length {int(r['length'])}")
-        if results:
-            print(f"mean return {np.mean([r['return'] for r in results]):.2f} over {len(results)} episodes")
+        if verbose:
+            for i, r in enumerate(results):
+                print(f"episode {i}: return {r['return']:.2f} length {int(r['length'])}")
+            if results:
+                print(f"mean return {np.mean([r['return'] for r in results]):.2f} over {len(results)} episodes")
         return results
 
 

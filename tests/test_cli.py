@@ -52,6 +52,11 @@ def test_fit_resume_validate_and_play(in_tmp, capsys):
     assert "episode 0: return" in out
     assert list(videos.glob("*.mp4"))
 
+    # The run's own saved config.yaml plays as it is (it records fit's weights_only option).
+    saved = sorted((in_tmp / "lightning_logs").glob("version_*/config.yaml"))[-1]
+    main(["play", "--config", str(saved), "--ckpt_path", str(last), "--episodes", "1"])
+    assert "episode 0: return" in capsys.readouterr().out
+
 
 def test_print_config_shows_the_resolved_module(in_tmp, capsys):
     with pytest.raises(SystemExit) as exit_info:
