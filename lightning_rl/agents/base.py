@@ -37,6 +37,7 @@ from torch import nn
 from lightning_rl.data.buffers import buffer_func, buffer_to
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.models.base import ModelFactory, is_recurrent_model
+from lightning_rl.models.blocks import update_state_dict
 
 
 class AgentInputs(NamedArrayTupleBase):
@@ -199,6 +200,21 @@ class BaseAgent(nn.Module):
         if isinstance(steps_per_itr, bool) or int(steps_per_itr) != steps_per_itr or steps_per_itr < 1:
             raise ValueError(f"steps_per_itr must be an int >= 1, got {steps_per_itr!r}")
         self.steps_per_itr = int(steps_per_itr)
+
+    def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """``(target, online)`` network pairs; none for agents without target networks."""
+        return []
+
+    def update_target(self, tau: float = 1.0) -> None:
+        """``target <- tau * online + (1 - tau) * target`` for every pair of :meth:`target_pairs`
+        (``tau=1``: a copy). Algorithms use the fused
+        :class:`~lightning_rl.algos.off_policy.SoftTargetUpdate` over the same pairs.
+
+        Raises:
+            ValueError: If ``tau`` is outside ``[0, 1]``.
+        """
+        for target, online in self.target_pairs():
+            update_state_dict(target, online.state_dict(), tau)
 
     def trainable_modules(self) -> dict[str, list[nn.Module]]:
         """Trainable networks by group name (never target networks).

@@ -37,7 +37,6 @@ from lightning_rl.models import (
     DqnMlpModel,
     ModelFactory,
     R2d1MlpModel,
-    update_state_dict,
 )
 
 __all__ = [
@@ -178,15 +177,6 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         """``(target, online)`` network pairs, for the algorithms' target update."""
         assert self.target_model is not None and self.model is not None
         return [(self.target_model, self.model)]
-
-    def update_target(self, tau: float = 1.0) -> None:
-        """``target <- tau * model + (1 - tau) * target`` (``tau=1``: hard copy).
-
-        Raises:
-            ValueError: If ``tau`` is outside ``[0, 1]``.
-        """
-        assert self.target_model is not None and self.model is not None
-        update_state_dict(self.target_model, self.model.state_dict(), tau)
 
 
 class CatDqnAgent(DqnAgent):

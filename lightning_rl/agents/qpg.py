@@ -37,7 +37,7 @@ from lightning_rl.agents.base import (
 )
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.distributions import DistInfoStd, Gaussian
-from lightning_rl.models import ModelFactory, MuMlpModel, PiMlpModel, QofMuMlpModel, update_state_dict
+from lightning_rl.models import ModelFactory, MuMlpModel, PiMlpModel, QofMuMlpModel
 
 __all__ = ["DdpgAgent", "DdpgAgentInfo", "QpgAgentBase", "SacAgent", "SacAgentInfo", "Td3Agent", "UniformActions"]
 
@@ -172,15 +172,6 @@ class QpgAgentBase(BaseAgent):
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """``(target, online)`` network pairs for :meth:`update_target`."""
         raise NotImplementedError(f"{type(self).__name__} must implement target_pairs")
-
-    def update_target(self, tau: float = 1.0) -> None:
-        """``target <- tau * online + (1 - tau) * target`` for every target network.
-
-        Raises:
-            ValueError: If ``tau`` is outside ``[0, 1]``.
-        """
-        for target, online in self.target_pairs():
-            update_state_dict(target, online.state_dict(), tau)
 
     def to_env_action(self, action: torch.Tensor) -> torch.Tensor:
         """``[-1, 1]`` network actions ``[..., A]`` to the env's bounds."""

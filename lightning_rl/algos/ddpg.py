@@ -166,9 +166,8 @@ class DDPG(RLModule):
         )
         self.replay_setup = ReplaySetup(
             batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
-            n_step_return=n_step_return, discount=discount, prioritized_replay=False, pri_alpha=0.6,
-            pri_beta_init=0.4, pri_beta_final=1.0, pri_beta_steps=1, default_priority=1.0,
-            updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay,
+            n_step_return=n_step_return, discount=discount, updates_per_sync=updates_per_sync,
+            checkpoint_replay=checkpoint_replay,
         )
         check_qpg_args(
             target_update_tau=target_update_tau, target_update_interval=target_update_interval,

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from lightning_rl.agents.base import BaseAgent
+from lightning_rl.algos.base import RLModule
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
 from lightning_rl.algos.optim import LRSchedulerCallable, OptimizerCallable, mean_metrics
 from lightning_rl.data.arrays import valid_mean
@@ -212,10 +213,9 @@ def check_ppo_args(
     ratio_clip: float, value_clip: float | None, epochs: int, minibatches: int, sampler: Any, recurrent: bool
 ) -> None:
     """Raise ``ValueError`` naming the first bad PPO-specific argument (see :func:`check_minibatches`)."""
-    if not ratio_clip > 0:
-        raise ValueError(f"ratio_clip must be > 0, got {ratio_clip}")
-    if value_clip is not None and not value_clip > 0:
-        raise ValueError(f"value_clip must be > 0 or None, got {value_clip}")
+    RLModule.check_positive("ratio_clip", ratio_clip)
+    if value_clip is not None:
+        RLModule.check_positive("value_clip", value_clip)
     if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
         raise ValueError(f"epochs must be an int >= 1, got {epochs}")
     check_minibatches(minibatches, sampler, recurrent)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lightning_rl.agents import DqnAgent
-from lightning_rl.algos.off_policy import SamplesToBuffer
+from lightning_rl.algos.off_policy import samples_to_buffer
 from lightning_rl.datasets.replay import ReplayDataset
 from lightning_rl.datasets.state import TrainState
 from lightning_rl.replays import ReplayBuffer, SamplesFromReplay
@@ -15,15 +15,7 @@ from lightning_rl.samplers import SerialSampler
 
 
 def to_buffer(samples):
-    return SamplesToBuffer(
-        observation=samples.env.observation,
-        action=samples.agent.action,
-        reward=samples.env.reward,
-        done=samples.env.done,
-        truncated=samples.env.truncated,
-        prev_action=samples.agent.prev_action,
-        prev_reward=samples.env.prev_reward,
-    )
+    return samples_to_buffer(samples)
 
 
 def make_dataset(
