@@ -29,6 +29,7 @@ from pytorch_lightning.callbacks import ProgressBar, RichProgressBar
 from pytorch_lightning.cli import LightningCLI
 
 from lightning_rl.algos.base import RLModule
+from lightning_rl.algos.checkpointing import load_data
 from lightning_rl.callbacks.run_directory import RunDirectoryCallback
 from lightning_rl.params import expand_params_args
 
@@ -121,7 +122,11 @@ class RLCLI(LightningCLI):
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if not ckpt_path or not Path(ckpt_path).is_file():
             return
-        saved = torch.load(ckpt_path, weights_only=True, map_location="cpu").get("hyper_parameters", {})
+        try:
+            saved = load_data(ckpt_path).get("hyper_parameters", {})
+        except ValueError as error:  # a file that would need unpickling: refused, nothing run
+            sys.stderr.write(f"lightning-rl: error: {error}\n")
+            raise SystemExit(2) from error
         saved = migrate_hyperparameters(saved)
         init_args = self.config[subcommand].get("model", {}).get("init_args") or {}
         changed = [
@@ -130,7 +135,8 @@ class RLCLI(LightningCLI):
             if not key.startswith("_") and key in init_args and getattr(init_args, key) != value
         ]
         if changed:
-            sys.stderr.write(f"lightning-rl: resuming {ckpt_path} with the config's {', '.join(changed)}\n")
+            verb = "resuming" if subcommand == "fit" else "loading"
+            sys.stderr.write(f"lightning-rl: {verb} {ckpt_path} with the config's {', '.join(changed)}\n")
 
     def instantiate_classes(self) -> None:
         """Build the model and Trainer; a bad value that the classes reject (a range check in an

@@ -217,3 +217,48 @@ def register_toy_envs() -> list[str]:
         if env_id not in gymnasium.registry:
             gymnasium.register(id=env_id, entry_point=cls, max_episode_steps=max_steps)
     return list(TOY_ENV_IDS)
+
+
+class RandomLengthEnv(gymnasium.Env):
+    """Episodes of seeded random length and reward: terminations, and truncations under a ``TimeLimit``.
+
+    ``reset`` draws the episode's length from ``1..max_length`` and a start value from ``0..99``;
+    ``step`` draws a reward ``0..9`` and adds the action to it. Every draw comes from the env's
+    ``np_random``, so a seed fixes the whole stream of episodes for a given action sequence.
+    Observation: float32 ``[3]``, ``[start, t, previous action]`` (``t`` after the step).
+    Action: ``Discrete(3)``. Terminated when ``t`` reaches the episode's length; under
+    :func:`make_random_length_env`'s ``TimeLimit`` longer episodes are truncated, and an
+    episode whose length equals the limit ends with both flags set (gymnasium's rule).
+
+    Args:
+        max_length: Longest episode drawn.
+    """
+
+    def __init__(self, max_length: int = 6) -> None:
+        if max_length < 1:
+            raise ValueError(f"RandomLengthEnv: max_length must be >= 1, got {max_length}")
+        self.max_length = max_length
+        self.observation_space = spaces.Box(0.0, 100.0, shape=(3,), dtype=np.float32)
+        self.action_space = spaces.Discrete(3)
+        self._start, self._t, self._length, self._action = 0, 0, 1, 0
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self._start, self._t, self._action], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._length = int(self.np_random.integers(1, self.max_length + 1))
+        self._start = int(self.np_random.integers(100))
+        self._t, self._action = 0, 0
+        return self._obs(), {}
+
+    def step(self, action: Any):
+        self._action = int(action)
+        self._t += 1
+        reward = float(self.np_random.integers(10) + self._action)
+        return self._obs(), reward, self._t >= self._length, False, {}
+
+
+def make_random_length_env(max_length: int = 6, max_episode_steps: int = 4) -> gymnasium.Env:
+    """:class:`RandomLengthEnv` under ``TimeLimit(max_episode_steps)``."""
+    return TimeLimit(RandomLengthEnv(max_length), max_episode_steps=max_episode_steps)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
-import random
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -27,9 +25,15 @@ from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.algos.off_policy import (
+from lightning_rl.algos.checkpointing import (
+    CHECKPOINT_KEY,
     REPLAY_KEY,
-    ReplayCheckpointIO,
+    RLCheckpointIO,
+    load_data,
+    load_module_state,
+    module_state,
+)
+from lightning_rl.algos.off_policy import (
     ReplaySetup,
     frame_stack_of,
     samples_to_buffer,
@@ -51,7 +55,6 @@ from lightning_rl.samplers.base import BaseSampler
 
 __all__ = ["LRSchedulerCallable", "OptimizerCallable", "RLModule", "build_optimizer", "clip_grad_norm_", "mean_metrics"]
 
-CHECKPOINT_KEY = "lightning_rl"
 _NO_PROFILER = PassThroughProfiler()
 
 
@@ -69,9 +72,8 @@ class RLModule(pl.LightningModule):
         log_interval_steps: Env steps per Lightning epoch (per rank): logging, checkpoint and
             evaluation interval.
         seed: Base seed of the envs; default: the seed given to ``seed_everything``, else 0.
-        checkpoint_sampler_state: Put the sampler state (for the serial sampler: pickled envs)
-            into checkpoints so resumes are exact. Resuming then unpickles it: only resume from
-            checkpoints you trust.
+        checkpoint_sampler_state: Put the sampler state (for the serial sampler: the envs' state,
+            as data) into checkpoints so resumes are exact.
         torch_threads: Threads for torch's CPU ops in the training process (``None``: torch's
             default). Small MLPs train several times faster with 1, most of all when other
             processes (sampler workers) share the cores.
@@ -153,9 +155,9 @@ class RLModule(pl.LightningModule):
         if self.replay_setup is not None and stage == "fit":
             # Allocated from one step of the sampler's buffer (its dtypes and shapes).
             self.replay_setup.build(self, seed=seed * 1000 + rank)
-            if self.replay_setup.checkpoint_replay:
-                strategy = self.trainer.strategy
-                strategy.checkpoint_io = ReplayCheckpointIO(strategy.checkpoint_io)
+        if self._trainer is not None and not isinstance(self.trainer.strategy.checkpoint_io, RLCheckpointIO):
+            strategy = self.trainer.strategy
+            strategy.checkpoint_io = RLCheckpointIO(strategy.checkpoint_io)
 
     @property
     def replay(self) -> Any:
@@ -212,12 +214,18 @@ class RLModule(pl.LightningModule):
         # Fit evaluates through EvaluationCallback; only `validate` uses the validation loop.
         if self._trainer is None or self.trainer.state.fn != "validate":
             return []
+        return self.test_dataloader()
+
+    def test_dataloader(self) -> Any:
+        """Evaluation episodes (``validate`` and ``test`` both run them, logged as ``eval/...``)."""
         from lightning_rl.callbacks.evaluation import EvaluationDataset
 
         return DataLoader(EvaluationDataset(self), batch_size=None, num_workers=0, collate_fn=_keep_batch)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self.log_dict({k: float(v) for k, v in batch.items()}, batch_size=1)
+
+    test_step = validation_step
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         return buffer_to(batch, device, non_blocking=device.type == "cuda")
@@ -341,45 +349,34 @@ class RLModule(pl.LightningModule):
         bad = non_finite_keys(checkpoint.get("state_dict", {}))
         if bad:
             raise FloatingPointError(f"refusing to write a checkpoint with non-finite weights: {bad[:5]}")
-        state: dict[str, Any] = {
-            "env_spaces": self.agent.env_spaces,
-            "minibatch_generator": self.minibatch_generator.bit_generator.state,
-            "python_random": random.getstate(),
-            "numpy_random": np.random.get_state(),
-        }
-        if self.checkpoint_sampler_state and self._sampler_ready:
-            state["sampler"] = self.sampler.state_dict()
-        checkpoint[CHECKPOINT_KEY] = {
-            "train_state": self.train_state.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            # Python objects (envs, spaces, RNG tuples) travel pickled so the checkpoint itself
-            # still loads with torch.load(weights_only=True).
-            "pickled": pickle.dumps(state),
-        }
+        checkpoint[CHECKPOINT_KEY] = module_state(self)
         if self.replay is not None and self.replay_setup is not None and self.replay_setup.checkpoint_replay:
-            # Taken out by ReplayCheckpointIO into the side file, never into the .ckpt itself.
+            # Taken out by RLCheckpointIO into the side file, never into the .ckpt itself.
             checkpoint[REPLAY_KEY] = self.replay.state_dict()
+
+    @classmethod
+    def load_from_checkpoint(
+        cls, checkpoint_path: Any, map_location: Any = None, hparams_file: Any = None, strict: bool | None = None,
+        weights_only: bool | None = None, **kwargs: Any,
+    ) -> Any:
+        """Lightning's ``load_from_checkpoint``, reading the file as data only.
+
+        Raises:
+            ValueError: If ``weights_only`` is False or the file would need unpickling (nothing in
+                it runs).
+        """
+        if weights_only is False:
+            raise ValueError("lightning_rl reads checkpoints as data only (weights_only=True); drop weights_only")
+        load_data(checkpoint_path)  # refuses a file that needs unpickling, naming it
+        return super().load_from_checkpoint(
+            checkpoint_path, map_location=map_location, hparams_file=hparams_file, strict=strict, weights_only=True,
+            **kwargs,
+        )
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if CHECKPOINT_KEY not in checkpoint:
             raise ValueError("checkpoint was not written by a lightning_rl module (no 'lightning_rl' entry)")
-        ours = checkpoint[CHECKPOINT_KEY]
-        state = pickle.loads(ours["pickled"])
-        if not self.agent.initialized:
-            # load_from_checkpoint skips setup(): build the models from the stored spaces, for the
-            # sampler's envs of rank 0 (agents that pair envs, as the alternating ones, need them).
-            B = self.sampler.batch_spec.B
-            self.agent.initialize(state["env_spaces"], global_B=B, env_ranks=list(range(B)))
-        self.train_state.load_state_dict(ours["train_state"])
-        self.minibatch_generator.bit_generator.state = state["minibatch_generator"]
-        random.setstate(state["python_random"])
-        np.random.set_state(state["numpy_random"])
-        torch.set_rng_state(ours["torch_rng"])
-        if ours["cuda_rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(ours["cuda_rng"])
-        if self._sampler_ready and "sampler" in state:
-            self.sampler.load_state_dict(state["sampler"])
+        load_module_state(self, checkpoint[CHECKPOINT_KEY])
         if REPLAY_KEY in checkpoint and self.replay is not None:
             self.replay.load_state_dict(checkpoint[REPLAY_KEY])
 

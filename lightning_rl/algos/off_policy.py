@@ -3,25 +3,22 @@ and the target-network update.
 
 The replay (:class:`ReplaySetup`) is built in ``setup()`` from the sampler's sample buffer (so its
 dtypes and shapes match the env), fed by :class:`~lightning_rl.datasets.replay.ReplayDataset`, and
-saved in a side file ``<checkpoint>.replay`` next to every Lightning checkpoint
-(``checkpoint_replay=False`` opts out for huge buffers), so ``--ckpt_path last`` resumes with the
+saved in a side file ``<checkpoint>.replay-<pair>`` next to every Lightning checkpoint
+(:class:`~lightning_rl.algos.checkpointing.RLCheckpointIO`; ``checkpoint_replay=False`` opts out for
+huge buffers), so ``--ckpt_path last`` resumes with the
 same buffer, epsilon and counters.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from lightning_fabric.plugins import CheckpointIO, TorchCheckpointIO
 
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.datasets.replay import ReplayDataset
 from lightning_rl.replays import ReplayBuffer
-
-REPLAY_KEY = "lightning_rl_replay"
 
 
 class SamplesToBuffer(NamedArrayTupleBase):
@@ -255,38 +252,3 @@ class SoftTargetUpdate:
             torch._foreach_lerp_(soft_dst, soft_src, tau)
         if hard_dst:
             torch._foreach_copy_(hard_dst, hard_src)
-
-
-class ReplayCheckpointIO(CheckpointIO):
-    """Writes the replay of a checkpoint to ``<path>.replay`` and reads it back on load.
-
-    Wraps the strategy's own CheckpointIO, so checkpoints themselves stay small and loadable
-    with ``torch.load(weights_only=True)``; the side file also holds only tensors and plain values.
-    """
-
-    def __init__(self, inner: CheckpointIO | None) -> None:
-        self.inner = inner or TorchCheckpointIO()
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
-        replay_state = checkpoint.pop(REPLAY_KEY, None)
-        self.inner.save_checkpoint(checkpoint, path, storage_options)
-        if replay_state is not None:
-            tmp = f"{path}.replay.tmp"
-            torch.save(replay_state, tmp)
-            os.replace(tmp, f"{path}.replay")
-            checkpoint[REPLAY_KEY] = replay_state
-
-    def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
-        checkpoint = self.inner.load_checkpoint(path, map_location=map_location, weights_only=weights_only)
-        side = f"{path}.replay"
-        if os.path.exists(side):
-            checkpoint[REPLAY_KEY] = torch.load(side, map_location="cpu", weights_only=True)
-        return checkpoint
-
-    def remove_checkpoint(self, path: Any) -> None:
-        self.inner.remove_checkpoint(path)
-        if os.path.exists(f"{path}.replay"):
-            os.remove(f"{path}.replay")
-
-    def teardown(self) -> None:
-        self.inner.teardown()

@@ -30,7 +30,9 @@ class WindowMean(Metric):
     count: torch.Tensor
 
     def __init__(self, window: int) -> None:
-        super().__init__()
+        # No cached compute: a rank without new episodes must still join the collective that the
+        # ranks with new episodes enter (a cached value skips it and DDP hangs, row 21).
+        super().__init__(compute_with_cache=False)
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.window = window
@@ -71,11 +73,11 @@ class EpisodeStatsCallback(pl.Callback):
         self.return_mean = WindowMean(window)
         self.length_mean = WindowMean(window)
         self.game_score_mean = WindowMean(window)
-        self.epoch_return_mean = MeanMetric()
-        self.epoch_return_max = MaxMetric()
-        self.epoch_return_min = MinMetric()
-        self.episodes = SumMetric()
-        self.epoch_episodes = SumMetric()
+        self.epoch_return_mean = MeanMetric(compute_with_cache=False)
+        self.epoch_return_max = MaxMetric(compute_with_cache=False)
+        self.epoch_return_min = MinMetric(compute_with_cache=False)
+        self.episodes = SumMetric(compute_with_cache=False)
+        self.epoch_episodes = SumMetric(compute_with_cache=False)
         self._has_game_score = False
 
     def _metrics(self) -> tuple[Metric, ...]:

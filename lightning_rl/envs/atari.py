@@ -14,7 +14,6 @@ new game.
 
 from __future__ import annotations
 
-import pickle
 from typing import Any, NamedTuple
 
 import ale_py
@@ -294,14 +293,17 @@ class AtariEnv(Env):
     def close(self) -> None:
         """Nothing to release: the emulator is freed with the object."""
 
-    def __getstate__(self) -> dict[str, Any]:
-        # The emulator itself does not pickle; its full state (with RNG) does.
+    def get_state(self) -> dict[str, Any]:
+        """The env's full state (emulator with its RNG, frames, counters) as plain data.
+
+        Checkpoints store it as data (:mod:`lightning_rl.safe_state`); :meth:`set_state` puts it
+        back into an env built with the same arguments.
+        """
         return dict(
-            kwargs=self._kwargs,
             ale_seed=self._ale_seed,
-            ale_state=pickle.dumps(self._ale.cloneState(include_rng=True)),
+            ale_state=self._ale.cloneState(include_rng=True).serialize(),
             rng=self._rng,
-            action_space=self._action_space,
+            action_space_rng=self._action_space._rng,
             raw=self._raw.copy(),
             obs=self._obs.copy(),
             lives=self._lives,
@@ -310,14 +312,22 @@ class AtariEnv(Env):
             needs_reset=self._needs_reset,
         )
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._kwargs = state["kwargs"]
-        self._init(state["ale_seed"], state["rng"])
-        self._ale.restoreState(pickle.loads(state["ale_state"]))
-        self._action_space = state["action_space"]
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state` (the emulator is rebuilt with the stored seed first)."""
+        self._init(int(state["ale_seed"]), state["rng"])
+        self._ale.restoreState(ale_py.ALEState(state["ale_state"]))
+        self._action_space._rng = state["action_space_rng"]
         self._raw[:] = state["raw"]
         self._obs[:] = state["obs"]
-        self._lives = state["lives"]
-        self._steps = state["steps"]
-        self._continue_game = state["continue_game"]
-        self._needs_reset = state["needs_reset"]
+        self._lives = int(state["lives"])
+        self._steps = int(state["steps"])
+        self._continue_game = bool(state["continue_game"])
+        self._needs_reset = bool(state["needs_reset"])
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The emulator itself does not pickle; its state does.
+        return dict(kwargs=self._kwargs, state=self.get_state())
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._kwargs = state["kwargs"]
+        self.set_state(state["state"])

@@ -230,11 +230,32 @@ class ReplayStorage:
         return int(sum(a.nbytes for a in self.arrays().values()))
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """Arrays and cursor, as views of the live storage."""
-        return self.arrays()
+        """The filled part of every array, and the cursor, as views of the live storage.
+
+        Before the ring wraps only its first rows hold data, so a checkpoint of a replay that is
+        mostly empty stays small: each array keeps its rows up to :attr:`filled` (the frames of a
+        frame storage a few more, the RNN states one per ``rnn_state_interval`` rows).
+        """
+        rows = self.filled
+        out = {}
+        for key, array in self.arrays().items():
+            if key == "counters" or rows >= self.T:
+                out[key] = array
+            elif key.startswith("rnn_states"):
+                out[key] = array[: -(-rows // self.rnn_state_interval)]
+            else:
+                out[key] = array[: array.shape[0] - self.T + rows]
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Copy saved arrays and cursor in place (shared memory stays shared)."""
+        """Copy saved arrays (their filled rows; the rest is zeroed) and cursor in place (shared
+        memory stays shared).
+
+        Raises:
+            ValueError: If an array is missing or its shape is not the filled part of this
+                storage's array for the saved row count (another ``B``, field shape or size).
+        """
+        rows = min(int(np.asarray(state["counters"])[1]), self.T)
         for key, dst in self.arrays().items():
             if key not in state and _legacy_key(key) in state:
                 key_in_state = _legacy_key(key)  # saved before ``timeout`` was renamed ``truncated``
@@ -243,9 +264,21 @@ class ReplayStorage:
             else:
                 key_in_state = key
             src = np.asarray(state[key_in_state])
-            if src.shape != dst.shape:
-                raise ValueError(f"load_state_dict: storage array {key!r} has shape {src.shape}, expected {dst.shape}")
-            np.copyto(dst, src)
+            if key == "counters" or rows >= self.T:
+                n = len(dst)
+            elif key.startswith("rnn_states"):
+                n = -(-rows // self.rnn_state_interval)
+            else:
+                n = dst.shape[0] - self.T + rows
+            if src.shape == dst.shape:
+                n = len(dst)  # saved whole (lightning_rl 0.1 did)
+            elif src.shape != (n, *dst.shape[1:]):
+                raise ValueError(
+                    f"load_state_dict: storage array {key!r} has shape {src.shape}, expected "
+                    f"{(n, *dst.shape[1:])} ({rows} filled rows of {dst.shape})"
+                )
+            np.copyto(dst[:n], src)
+            dst[n:] = 0
 
 
 def _legacy_key(key: str) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 
 from lightning_rl.data.buffers import buffer_func, numpify_buffer
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
+from lightning_rl.safe_state import copy_into
 from lightning_rl.samplers.base import Samples, StepBuffer, zeros_like_buffer
 
 __all__ = [
@@ -322,16 +323,21 @@ class ResetCollector:
         return completed
 
     def state(self) -> dict[str, Any]:
-        """Everything but the envs needed to continue exactly (for checkpoints)."""
+        """Everything but the envs needed to continue exactly (for checkpoints); copies.
+
+        :func:`lightning_rl.safe_state.encode` stores it as data (TrajInfos as plain dicts).
+        """
         return {
             "step_buffer": buffer_func(self.step_buffer, np.array),
-            "traj_infos": list(self.traj_infos),
+            "traj_infos": [dict(t) for t in self.traj_infos],
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state` (into the existing buffers, in place)."""
-        self.step_buffer[:] = state["step_buffer"]
-        self.traj_infos = list(state["traj_infos"])
+        """Restore a decoded :meth:`state` into the existing buffers, in place."""
+        copy_into(self.step_buffer, state["step_buffer"], "collector.step_buffer")
+        self.traj_infos = [self.traj_info_factory() for _ in state["traj_infos"]]
+        for traj_info, stored in zip(self.traj_infos, state["traj_infos"], strict=True):
+            traj_info.update(stored)
 
 
 class WaitResetCollector(ResetCollector):
@@ -442,7 +448,7 @@ class WaitResetCollector(ResetCollector):
         super().load_state(state)
         self.waiting[:] = state["waiting"]
         self.need_reset[:] = state["need_reset"]
-        self.next_observation[:] = state["next_observation"]
+        copy_into(self.next_observation, state["next_observation"], "collector.next_observation")
 
 
 class EvalCollector(ResetCollector):

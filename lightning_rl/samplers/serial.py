@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import pickle
 from typing import Any, Literal
 
+from pytorch_lightning.utilities import rank_zero_warn
+
+from lightning_rl.safe_state import decode, encode, env_state, load_env_state
 from lightning_rl.samplers.base import BaseSampler, Samples, set_agent_mode
 from lightning_rl.samplers.collectors import (
     EvalCollector,
@@ -30,9 +32,10 @@ class SerialSampler(BaseSampler):
     time step for all of them.
 
     Easiest to debug (``breakpoint()`` works anywhere) and fast enough when env steps are cheap
-    next to the agent's forward pass. Its :meth:`state_dict` holds the pickled envs and the
-    collector's state, so a resumed run continues exactly where it stopped (for envs whose
-    pickle keeps their state: gymnasium classic control, :class:`~lightning_rl.envs.AtariEnv`).
+    next to the agent's forward pass. Its :meth:`state_dict` holds the envs' state and the
+    collector's as plain data, so a resumed run continues exactly where it stopped (gymnasium
+    classic control and MuJoCo, :class:`~lightning_rl.envs.AtariEnv`; see
+    :mod:`lightning_rl.safe_state`).
 
     Takes the arguments of :class:`~lightning_rl.samplers.base.BaseSampler` (``n_workers`` and
     ``cpu_affinity`` are ignored).
@@ -85,50 +88,68 @@ class SerialSampler(BaseSampler):
                 c.envs = []
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters, the pickled envs and the collector state (observations, previous actions
-        and rewards, unfinished TrajInfos, wait-reset flags).
+        """Counters, the envs' state and the collector's (observations, previous actions and
+        rewards, unfinished TrajInfos, wait-reset flags), all as plain data
+        (:mod:`lightning_rl.safe_state`).
 
-        The agent's recurrent state is the agent's own (its ``state_dict``).
-
-        Raises:
-            ValueError: If an env cannot be pickled.
+        When some env holds state that cannot be stored as data, no env state is stored:
+        ``env_state_missing`` names the attributes, and a resumed run restarts its envs at a new
+        episode (:meth:`load_state_dict`). The agent's recurrent state is the agent's own.
         """
         state = super().state_dict()
         if not self.initialized:
             return state
-        try:
-            state["envs"] = pickle.dumps(self.train_collector.envs)
-            state["eval_envs"] = pickle.dumps(self.eval_collector.envs) if self.eval_collector is not None else None
-        except Exception as e:  # noqa: BLE001 - pickling errors come as many types
-            raise ValueError(
-                f"SerialSampler.state_dict: the envs of env_id={self.env_id!r} cannot be pickled ({e}); "
-                "checkpoint without the sampler state"
-            ) from e
-        state["collector"] = pickle.dumps(self.train_collector.state())
+        envs, missing = [], []
+        for env in self.train_collector.envs:
+            layers, env_missing = env_state(env)
+            envs.append(layers)
+            missing.extend(env_missing)
+        if missing:
+            state["env_state_missing"] = sorted(set(missing))
+            return state
+        state["envs"] = envs
+        state["collector"] = encode(self.train_collector.state(), "collector")
+        if self.eval_collector is not None:
+            eval_states = [env_state(env)[0] for env in self.eval_collector.envs]
+            if all(s is not None for s in eval_states):
+                state["eval_envs"] = eval_states
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` into an initialized sampler (same arguments).
+        """Restore :meth:`state_dict` into an initialized sampler built with the same arguments.
+
+        Without stored env state the envs are reset instead (a new episode in every env), with a
+        warning naming what could not be stored.
 
         Raises:
-            ValueError: If the sampler is not initialized or the state has another env count.
+            ValueError: If the sampler is not initialized or the state has another env count or
+                wrapper chain.
         """
         super().load_state_dict(state)
         if "envs" not in state:
+            if state.get("env_state_missing"):
+                rank_zero_warn(
+                    f"SerialSampler: the checkpoint holds no env state ({', '.join(state['env_state_missing'])} "
+                    "cannot be stored as data); the envs start new episodes"
+                )
+                self.restart_envs()
             return
         if not self.initialized:
             raise ValueError("SerialSampler.load_state_dict: call initialize() before loading env state")
-        envs = pickle.loads(state["envs"])
+        envs = state["envs"]
         if len(envs) != self.batch_spec.B:
             raise ValueError(
                 f"SerialSampler.load_state_dict: the state holds {len(envs)} envs, "
                 f"this sampler has batch_B={self.batch_spec.B}"
             )
-        for env in self.train_collector.envs:
-            env.close()
-        self.train_collector.envs = envs
-        self.train_collector.load_state(pickle.loads(state["collector"]))
+        for env, layers in zip(self.train_collector.envs, envs, strict=True):
+            load_env_state(env, layers)
+        self.train_collector.load_state(decode(state["collector"]))
         if state.get("eval_envs") is not None and self.eval_collector is not None:
-            for env in self.eval_collector.envs:
-                env.close()
-            self.eval_collector.envs = pickle.loads(state["eval_envs"])
+            for env, layers in zip(self.eval_collector.envs, state["eval_envs"], strict=False):
+                load_env_state(env, layers)
+
+    def restart_envs(self) -> None:
+        """Reset every training env (new episodes, unfinished TrajInfos dropped)."""
+        self.train_collector.start_envs()
+        self.agent.reset()

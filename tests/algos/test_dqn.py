@@ -299,7 +299,7 @@ def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
 
     full = run(6, tmp_path / "full")
     part = run(3, tmp_path / "part")
-    assert (tmp_path / "part" / "last.ckpt.replay").exists()
+    assert len(list((tmp_path / "part").glob("last.ckpt.replay-*"))) == 1
     part_eps = part.agent.eps_sample
     resumed = run(6, tmp_path / "part", ckpt_path=str(tmp_path / "part" / "last.ckpt"))
     assert resumed.train_state.env_steps == full.train_state.env_steps == 6 * 256
@@ -361,7 +361,7 @@ def test_cli_fit_and_resume_with_the_shipped_config(tmp_path, monkeypatch):
              "--model.init_args.replay_ratio", "1", "--trainer.enable_progress_bar", "false"]
     main(["fit", "--config", config, "--model.init_args.total_env_steps", "512", *quiet])
     last = tmp_path / "lightning_logs" / "dqn_cartpole" / "checkpoints" / "last.ckpt"
-    assert last.exists() and Path(f"{last}.replay").exists()
+    assert last.exists() and len(list(last.parent.glob("last.ckpt.replay-*"))) == 1
     main(["fit", "--config", config, "--model.init_args.total_env_steps", "1024", *quiet, "--ckpt_path", "last"])
     state = torch.load(last, weights_only=True)
     assert state["lightning_rl"]["train_state"]["env_steps"] == 1024

@@ -47,7 +47,8 @@ def test_a_checkpoint_of_version_0_1_0_resumes_to_a_larger_budget(name, tmp_path
     assert new["lightning_rl"]["train_state"]["itr"] == old["lightning_rl"]["train_state"]["itr"] + 2
     if algo == "dqn":
         # The replay came back from the old side file (its "timeout" arrays) and grew by 512 rows.
-        replay = torch.load(ckpt_dir / "last.ckpt.replay", weights_only=True)
+        [side] = ckpt_dir.glob("last.ckpt.replay-*")
+        replay = torch.load(side, weights_only=True)["replay"]
         assert "samples.truncated" in replay["storage"]
         old_replay = torch.load(tmp_path / f"{name}.ckpt.replay", weights_only=True)
         assert torch.equal(replay["storage"]["samples.observation"][:512],

@@ -69,8 +69,27 @@ def test_state_dict_views_and_copies():
     view, copy = replay.state_dict(), replay.state_dict(copy=True)
     replay.append_samples(stream.batch(4))
     assert view["storage"]["counters"][1] == 8 and copy["storage"]["counters"][1] == 4
+    # Only the 4 filled rows of the 10 are saved.
+    assert copy["storage"]["samples.reward"].shape == (4, 2)
     with pytest.raises(ValueError, match="shape"):
-        ReplayBuffer(stream.example(), size=40, B=2).load_state_dict(copy)
+        ReplayBuffer(stream.example(), size=40, B=4).load_state_dict(copy)
+
+
+def test_saved_filled_rows_load_back_with_the_rest_zeroed():
+    stream = Stream(B=2)
+    replay = ReplayBuffer(stream.example(), size=20, B=2)
+    replay.append_samples(stream.batch(7))
+    state = replay.state_dict(copy=True)
+    reward = np.array(replay.storage.arrays()["samples.reward"])
+    used = ReplayBuffer(stream.example(), size=20, B=2)
+    used.append_samples(stream.batch(10))  # every row written: the load must zero rows 7..9
+    used.load_state_dict(state)
+    np.testing.assert_array_equal(used.storage.arrays()["samples.reward"], reward)
+    assert not used.storage.arrays()["samples.reward"][7:].any() and used.storage.rows_written == 7
+    # A wrapped ring (all rows, cursor inside) cannot become part of a larger one.
+    used.append_samples(stream.batch(8))
+    with pytest.raises(ValueError, match="filled rows"):
+        ReplayBuffer(stream.example(), size=40, B=2).load_state_dict(used.state_dict(copy=True))
 
 
 def test_nbytes_by_hand():

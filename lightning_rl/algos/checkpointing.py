@@ -1,0 +1,295 @@
+"""What an :class:`~lightning_rl.algos.base.RLModule` adds to a Lightning checkpoint, as data only.
+
+Under the ``"lightning_rl"`` key: the format version, the training counters, every RNG state
+(python, numpy, torch, CUDA, the minibatch shuffle), a description of the env (id, number of
+envs, spaces, algorithm) and the sampler's state (:mod:`lightning_rl.safe_state`). All of it is
+tensors and plain containers, so checkpoints load with ``torch.load(weights_only=True)`` and
+loading never unpickles anything.
+
+Resuming checks the description against the module being resumed first and refuses a
+checkpoint of another env id, env count, space or algorithm with a ``ValueError`` naming the
+fields (reliability row 6).
+
+:class:`RLCheckpointIO` writes the files (reliability rows 4 and 20): the ``.ckpt`` and the
+replay's side file go to temporary names and are renamed into place, the side file is named
+after a pair token that the ``.ckpt`` records (so a ``.ckpt`` never meets another save's replay),
+the two saves of one step (``save_last`` and the periodic one) share one side file (a hard
+link), and every load is ``torch.load(weights_only=True)``: a file that would need unpickling is
+refused with a ``ValueError`` naming it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pickle
+import random
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from lightning_fabric.plugins import CheckpointIO, TorchCheckpointIO
+from pytorch_lightning.utilities import rank_zero_warn
+
+from lightning_rl.safe_state import decode, encode
+
+CHECKPOINT_KEY = "lightning_rl"
+#: Where a module puts its replay's state for :class:`RLCheckpointIO` to move into the side file.
+REPLAY_KEY = "lightning_rl_replay"
+#: 1: lightning_rl 0.1 (Python objects pickled into a bytes entry); 2: data only.
+FORMAT_VERSION = 2
+
+__all__ = [
+    "CHECKPOINT_KEY", "FORMAT_VERSION", "REPLAY_KEY", "RLCheckpointIO", "check_compatible", "describe_run",
+    "load_data", "load_module_state", "module_state",
+]
+
+
+def describe_run(module: Any, env_spaces: Any = None) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed by ``module``: algorithm, env id, env count and
+    (when known) the spaces, as strings and ints."""
+    sampler = module.sampler
+    env_id = sampler.env_id if isinstance(sampler.env_id, str) else getattr(sampler.env_id, "__qualname__", "")
+    spaces = env_spaces if env_spaces is not None else getattr(module.agent, "env_spaces", None)
+    return {
+        "algorithm": f"{type(module).__module__}.{type(module).__qualname__}",
+        "env_id": env_id,
+        "batch_B": int(sampler.batch_spec.B),
+        "observation_space": None if spaces is None else repr(spaces.observation),
+        "action_space": None if spaces is None else repr(spaces.action),
+    }
+
+
+def check_compatible(stored: dict[str, Any], live: dict[str, Any], source: str = "checkpoint") -> None:
+    """Raise ``ValueError`` naming every field where ``stored`` (a checkpoint's
+    :func:`describe_run`) and ``live`` differ; fields unknown on either side are skipped."""
+    diffs = [
+        f"{key}: {source} has {stored[key]!r}, this run has {live[key]!r}"
+        for key in live
+        if stored.get(key) is not None and live[key] is not None and stored[key] != live[key]
+    ]
+    if diffs:
+        raise ValueError("cannot resume: the checkpoint was written for another run\n  " + "\n  ".join(diffs))
+
+
+def module_state(module: Any) -> dict[str, Any]:
+    """The ``"lightning_rl"`` entry of a checkpoint of ``module``."""
+    state: dict[str, Any] = {
+        "format": FORMAT_VERSION,
+        "run": describe_run(module),
+        "train_state": module.train_state.state_dict(),
+        "rng": encode({
+            "minibatch_generator": module.minibatch_generator.bit_generator.state,
+            "python": random.getstate(),
+            "numpy": np.random.get_state(),
+        }, "rng"),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    if module.checkpoint_sampler_state and module._sampler_ready:
+        # Samplers return their state as data already (see SerialSampler.state_dict).
+        state["sampler"] = module.sampler.state_dict()
+    return state
+
+
+def load_module_state(module: Any, ours: dict[str, Any]) -> None:
+    """Restore :func:`module_state` into ``module`` (after checking it matches, see
+    :func:`check_compatible`).
+
+    A checkpoint of format 1 (lightning_rl 0.1) keeps its weights, optimizer and counters; its
+    pickled part (RNG states, sampler and env state) is not read, with a warning, and the envs
+    start new episodes.
+    """
+    if "pickled" in ours:
+        rank_zero_warn(
+            "this checkpoint was written by lightning_rl 0.1, which pickled its RNG and env state; "
+            "lightning_rl never unpickles checkpoint contents, so weights, optimizer state and counters "
+            "are restored and the envs start new episodes (save it again to get the current format)"
+        )
+        _initialize_agent(module, None)
+        module.train_state.load_state_dict(ours["train_state"])
+        return
+    if ours.get("format") != FORMAT_VERSION:
+        raise ValueError(
+            f"checkpoint format {ours.get('format')!r} is not one this lightning_rl reads "
+            f"(format {FORMAT_VERSION}); upgrade lightning_rl"
+        )
+    check_compatible(ours["run"], describe_run(module))
+    _initialize_agent(module, ours["run"])
+    module.train_state.load_state_dict(ours["train_state"])
+    rng = decode(ours["rng"])
+    module.minibatch_generator.bit_generator.state = rng["minibatch_generator"]
+    random.setstate(_as_python_random_state(rng["python"]))
+    np.random.set_state(rng["numpy"])
+    torch.set_rng_state(ours["torch_rng"])
+    if ours["cuda_rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(ours["cuda_rng"])
+    if module._sampler_ready and "sampler" in ours:
+        module.sampler.load_state_dict(ours["sampler"])
+
+
+def _as_python_random_state(state: Any) -> tuple[Any, ...]:
+    version, internal, gauss = state
+    return int(version), tuple(int(x) for x in internal), gauss
+
+
+def _initialize_agent(module: Any, run: dict[str, Any] | None) -> None:
+    """``load_from_checkpoint`` skips ``setup()``: build the agent's models from the spaces of an
+    env made from the sampler's arguments (in this process; no workers start)."""
+    agent = module.agent
+    if agent.initialized:
+        return
+    from lightning_rl.envs.make import make_env
+
+    sampler = module.sampler
+    env = make_env(sampler.env_id, **sampler.env_kwargs)
+    try:
+        spaces = env.spaces
+    finally:
+        env.close()
+    if run is not None:
+        check_compatible(run, describe_run(module, spaces))
+    B = sampler.batch_spec.B
+    # Agents that pair envs (the alternating ones) need the env ranks of rank 0.
+    agent.initialize(spaces, global_B=B, env_ranks=list(range(B)))
+
+
+def load_data(path: str | os.PathLike[str], map_location: Any = "cpu") -> Any:
+    """``torch.load(path, weights_only=True)``; a file holding anything but tensors and plain
+    containers is refused with a ``ValueError`` naming it, and nothing in it runs."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise ValueError(
+            f"refusing to load {os.fspath(path)}: it holds Python objects that loading would have to "
+            f"unpickle (running code the file names); lightning_rl reads checkpoints as data only. "
+            f"Loader said: {str(error).splitlines()[0]}"
+        ) from None
+
+
+class RLCheckpointIO(CheckpointIO):
+    """Atomic, paired, data-only checkpoint files (see the module docstring).
+
+    Wraps the strategy's CheckpointIO for anything remote; local paths are written here.
+
+    Args:
+        inner: The CheckpointIO to wrap (default: Lightning's ``TorchCheckpointIO``).
+    """
+
+    def __init__(self, inner: CheckpointIO | None = None) -> None:
+        self.inner = inner or TorchCheckpointIO()
+        # (global step, counters, side file) of the last replay written, to link instead of rewriting.
+        self._last_replay: tuple[Any, Any, str] | None = None
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        replay_state = checkpoint.pop(REPLAY_KEY, None)
+        ours = checkpoint.get(CHECKPOINT_KEY)
+        path = os.fspath(path)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp_files: list[str] = []
+        try:
+            if replay_state is not None and ours is not None:
+                side = self._write_replay(replay_state, checkpoint, ours, path, tmp_files)
+                ours["replay_file"] = os.path.basename(side)
+            tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+            tmp_files.append(tmp)
+            self.inner.save_checkpoint(checkpoint, tmp, storage_options)
+            os.replace(tmp, path)
+        except BaseException:
+            for name in tmp_files:
+                if os.path.exists(name):
+                    os.remove(name)
+            raise
+        finally:
+            if replay_state is not None:
+                checkpoint[REPLAY_KEY] = replay_state
+        # The new pair is in place: side files of earlier saves to this name are stale.
+        keep = ours.get("replay_file") if ours is not None else None
+        for old in _side_files(path):
+            if os.path.basename(old) != keep:
+                os.remove(old)
+
+    def _write_replay(
+        self, replay_state: Any, checkpoint: dict[str, Any], ours: dict[str, Any], path: str, tmp_files: list[str]
+    ) -> str:
+        key = (checkpoint.get("global_step"), repr(ours.get("train_state")))
+        if self._last_replay is not None and self._last_replay[:2] == key and os.path.exists(self._last_replay[2]):
+            # The same replay as the save just before (save_last and the periodic checkpoint of
+            # one step): link the file written then instead of writing the buffer again.
+            previous = self._last_replay[2]
+            pair = previous.rsplit(".replay-", 1)[1]
+            side = f"{path}.replay-{pair}"
+            if os.path.abspath(side) != os.path.abspath(previous):
+                tmp = f"{side}.tmp"
+                tmp_files.append(tmp)
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+                try:
+                    os.link(previous, tmp)
+                except OSError:  # no hard links on this filesystem
+                    Path(tmp).write_bytes(Path(previous).read_bytes())
+                os.replace(tmp, side)
+            ours["replay_pair"] = pair
+            return side
+        pair = uuid.uuid4().hex[:12]
+        side = f"{path}.replay-{pair}"
+        tmp = f"{side}.tmp"
+        tmp_files.append(tmp)
+        torch.save({"pair": pair, "replay": replay_state}, tmp)
+        os.replace(tmp, side)
+        tmp_files.append(side)  # removed again if the .ckpt itself then fails
+        ours["replay_pair"] = pair
+        self._last_replay = (*key, side)
+        return side
+
+    def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
+        """Load as data only (``weights_only=False`` is refused), with the replay of its pair.
+
+        Raises:
+            ValueError: If the file needs unpickling, ``weights_only`` is False, the side file the
+                checkpoint names is missing or belongs to another save.
+        """
+        if weights_only is False:
+            raise ValueError(
+                f"refusing to load {os.fspath(path)} with weights_only=False: lightning_rl reads checkpoints "
+                "as data only; drop weights_only"
+            )
+        if not os.path.exists(os.fspath(path)):  # remote: the wrapped CheckpointIO reads it
+            return self.inner.load_checkpoint(path, map_location=map_location, weights_only=True)
+        checkpoint = load_data(path, map_location=map_location)
+        ours = checkpoint.get(CHECKPOINT_KEY) or {}
+        name = ours.get("replay_file")
+        if name is not None:
+            if os.path.basename(name) != name:
+                raise ValueError(f"{os.fspath(path)}: replay_file {name!r} must be a file name")
+            side = os.path.join(os.path.dirname(os.fspath(path)), name)
+            if not os.path.exists(side):
+                raise ValueError(f"{os.fspath(path)}: its replay side file {side} is missing")
+            stored = load_data(side)
+            if stored.get("pair") != ours.get("replay_pair"):
+                raise ValueError(
+                    f"{side} belongs to another save than {os.fspath(path)} "
+                    f"(pair {stored.get('pair')!r}, the checkpoint names {ours.get('replay_pair')!r})"
+                )
+            checkpoint[REPLAY_KEY] = stored["replay"]
+        elif os.path.exists(f"{os.fspath(path)}.replay"):  # lightning_rl 0.1: no pair token
+            checkpoint[REPLAY_KEY] = load_data(f"{os.fspath(path)}.replay")
+        return checkpoint
+
+    def remove_checkpoint(self, path: Any) -> None:
+        self.inner.remove_checkpoint(path)
+        for side in _side_files(os.fspath(path)):
+            os.remove(side)
+
+    def teardown(self) -> None:
+        self.inner.teardown()
+
+
+def _side_files(path: str) -> list[str]:
+    """Replay side files of the checkpoint ``path`` (paired ones and a 0.1 ``<path>.replay``)."""
+    found = [f for f in glob.glob(glob.escape(path) + ".replay-*") if not f.endswith(".tmp")]
+    if os.path.exists(f"{path}.replay"):
+        found.append(f"{path}.replay")
+    return found
