@@ -18,6 +18,7 @@ resumes it (``RunDirectoryCallback``, added unless the config has one).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -29,7 +30,7 @@ from pytorch_lightning.callbacks import ProgressBar, RichProgressBar
 from pytorch_lightning.cli import LightningCLI
 
 from lightning_rl.algos.base import RLModule
-from lightning_rl.algos.checkpointing import load_data
+from lightning_rl.algos.checkpointing import check_resume, load_data
 from lightning_rl.callbacks.run_directory import RunDirectoryCallback
 from lightning_rl.params import expand_params_args
 
@@ -149,23 +150,39 @@ class RLCLI(LightningCLI):
 
     def before_fit(self) -> None:
         """``--ckpt_path last`` with no last checkpoint is an error (exit 2) naming the directories
-        searched, instead of Lightning's warning and a silent start from step 0."""
-        if self._get(self.config, "ckpt_path") != "last":
-            return
-        searched, found = [], False
-        for callback in self.trainer.checkpoint_callbacks:
-            dirpath = getattr(callback, "dirpath", None)
-            if dirpath is None:
-                return  # resolved from the logger at setup: Lightning's own search applies
-            searched.append(str(dirpath))
-            found = found or bool(cast(Any, callback)._find_last_checkpoints(self.trainer))
-        if not found:
-            where = ", ".join(searched) if searched else "(no ModelCheckpoint callback to search)"
-            sys.stderr.write(
-                f"lightning-rl: error: --ckpt_path last: no last checkpoint in {where}; "
-                "drop --ckpt_path to start a new run\n"
-            )
-            raise SystemExit(2)
+        searched, instead of Lightning's warning and a silent start from step 0; a checkpoint of
+        another run (env id, env count, spaces, algorithm) is an error (exit 2) naming the fields,
+        before any env worker starts."""
+        ckpt_path = self._get(self.config, "ckpt_path")
+        if ckpt_path == "last":
+            searched, found = [], set()
+            for callback in self.trainer.checkpoint_callbacks:
+                dirpath = getattr(callback, "dirpath", None)
+                if dirpath is None:
+                    return  # resolved from the logger at setup: Lightning's own search applies
+                searched.append(str(dirpath))
+                found |= set(cast(Any, callback)._find_last_checkpoints(self.trainer))
+            if not found:
+                where = ", ".join(searched) if searched else "(no ModelCheckpoint callback to search)"
+                self._exit(f"--ckpt_path last: no last checkpoint in {where}; drop --ckpt_path to start a new run")
+            ckpt_path = max(found, key=os.path.getmtime)
+        self._check_resume(ckpt_path)
+
+    def before_validate(self) -> None:
+        self._check_resume(self._get(self.config, "ckpt_path"))
+
+    before_test = before_validate
+
+    def _check_resume(self, ckpt_path: Any) -> None:
+        try:
+            check_resume(self.model, ckpt_path)
+        except ValueError as error:
+            self._exit(str(error))
+
+    @staticmethod
+    def _exit(message: str) -> None:
+        sys.stderr.write(f"lightning-rl: error: {message}\n")
+        raise SystemExit(2)
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:

@@ -376,9 +376,11 @@ class RLModule(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if CHECKPOINT_KEY not in checkpoint:
             raise ValueError("checkpoint was not written by a lightning_rl module (no 'lightning_rl' entry)")
-        load_module_state(self, checkpoint[CHECKPOINT_KEY])
+        envs_continue = load_module_state(self, checkpoint[CHECKPOINT_KEY])
         if REPLAY_KEY in checkpoint and self.replay is not None:
             self.replay.load_state_dict(checkpoint[REPLAY_KEY])
+            if not envs_continue:  # the envs start new episodes: no transition may link across
+                self.replay.mark_boundary()
 
     @staticmethod
     def check_positive(name: str, value: float, allow_zero: bool = False) -> None:

@@ -42,7 +42,8 @@ REPLAY_KEY = "lightning_rl_replay"
 FORMAT_VERSION = 2
 
 __all__ = [
-    "CHECKPOINT_KEY", "FORMAT_VERSION", "REPLAY_KEY", "RLCheckpointIO", "check_compatible", "describe_run",
+    "CHECKPOINT_KEY", "FORMAT_VERSION", "REPLAY_KEY", "RLCheckpointIO", "check_compatible", "check_resume",
+    "describe_run",
     "load_data", "load_module_state", "module_state",
 ]
 
@@ -74,6 +75,23 @@ def check_compatible(stored: dict[str, Any], live: dict[str, Any], source: str =
         raise ValueError("cannot resume: the checkpoint was written for another run\n  " + "\n  ".join(diffs))
 
 
+def check_resume(module: Any, ckpt_path: Any) -> None:
+    """Refuse to resume ``module`` from ``ckpt_path`` when the checkpoint was written for another
+    run (:func:`check_compatible`), before any env worker starts: the spaces come from the agent
+    or, before ``setup``, from one env built in this process.
+
+    Raises:
+        ValueError: Naming the fields that differ, or the file if it needs unpickling.
+    """
+    if not ckpt_path or not os.path.isfile(os.fspath(ckpt_path)):
+        return
+    run = (load_data(ckpt_path).get(CHECKPOINT_KEY) or {}).get("run")
+    if run is None:  # lightning_rl 0.1 recorded no description
+        return
+    spaces = module.agent.env_spaces if module.agent.initialized else _probe_spaces(module.sampler)
+    check_compatible(run, describe_run(module, spaces))
+
+
 def module_state(module: Any) -> dict[str, Any]:
     """The ``"lightning_rl"`` entry of a checkpoint of ``module``."""
     state: dict[str, Any] = {
@@ -94,13 +112,17 @@ def module_state(module: Any) -> dict[str, Any]:
     return state
 
 
-def load_module_state(module: Any, ours: dict[str, Any]) -> None:
+def load_module_state(module: Any, ours: dict[str, Any]) -> bool:
     """Restore :func:`module_state` into ``module`` (after checking it matches, see
     :func:`check_compatible`).
 
     A checkpoint of format 1 (lightning_rl 0.1) keeps its weights, optimizer and counters; its
     pickled part (RNG states, sampler and env state) is not read, with a warning, and the envs
     start new episodes.
+
+    Returns:
+        Whether the envs continue where they were saved (False: they start new episodes, and an
+        off-policy module must mark the boundary in its replay, reliability row 3).
     """
     if "pickled" in ours:
         rank_zero_warn(
@@ -110,7 +132,7 @@ def load_module_state(module: Any, ours: dict[str, Any]) -> None:
         )
         _initialize_agent(module, None)
         module.train_state.load_state_dict(ours["train_state"])
-        return
+        return False
     if ours.get("format") != FORMAT_VERSION:
         raise ValueError(
             f"checkpoint format {ours.get('format')!r} is not one this lightning_rl reads "
@@ -128,6 +150,18 @@ def load_module_state(module: Any, ours: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(ours["cuda_rng"])
     if module._sampler_ready and "sampler" in ours:
         module.sampler.load_state_dict(ours["sampler"])
+    return "envs" in ours.get("sampler", {})
+
+
+def _probe_spaces(sampler: Any) -> Any:
+    """The spaces of one env built from the sampler's arguments, in this process."""
+    from lightning_rl.envs.make import make_env
+
+    env = make_env(sampler.env_id, **sampler.env_kwargs)
+    try:
+        return env.spaces
+    finally:
+        env.close()
 
 
 def _as_python_random_state(state: Any) -> tuple[Any, ...]:
@@ -141,14 +175,8 @@ def _initialize_agent(module: Any, run: dict[str, Any] | None) -> None:
     agent = module.agent
     if agent.initialized:
         return
-    from lightning_rl.envs.make import make_env
-
     sampler = module.sampler
-    env = make_env(sampler.env_id, **sampler.env_kwargs)
-    try:
-        spaces = env.spaces
-    finally:
-        env.close()
+    spaces = _probe_spaces(sampler)
     if run is not None:
         check_compatible(run, describe_run(module, spaces))
     B = sampler.batch_spec.B

@@ -196,6 +196,13 @@ class ReplayBuffer:
             self.sampler.on_append(rows)
         return rows
 
+    def mark_boundary(self) -> None:
+        """End every env's stream at the newest row, as a time limit would (``done`` and
+        ``truncated``): rows appended next (envs restarted after a resume) never share an n-step
+        window, a frame stack or a sequence with the rows before."""
+        with self._write():
+            self.storage.mark_boundary()
+
     def sample_batch(self, batch_B: int) -> SamplesFromReplay | SequenceSamplesFromReplay:
         """Sample a training batch of ``batch_B`` transitions (or sequences).
 

@@ -174,6 +174,19 @@ class ReplayStorage:
             )
         return (c0 + np.arange(T_in)) % self.T
 
+    def mark_boundary(self) -> None:
+        """Set ``done`` (and ``truncated``, when stored) on the newest row of every env.
+
+        N-step targets of the newest rows are computed only once later rows arrive, so they will
+        stop at this row; targets computed already never reach past it.
+        """
+        if self.rows_written == 0:
+            return
+        newest = (self.cursor - 1) % self.T
+        self.buffers["done"][newest] = True
+        if self.truncated is not None:
+            self.truncated[newest] = True
+
     def _check_samples(self, samples: Any) -> None:
         """Raise ValueError before anything is written if ``samples`` cannot be appended."""
         for name in self.fields + list(self._separate_fields()):

@@ -1,0 +1,120 @@
+"""A save in the middle of episodes resumes either with the envs exactly where they were (the
+serial sampler stores their state as data) or, when that is impossible (a parallel sampler's
+workers, an env holding state that is not data), with an explicit boundary: the replay's last
+pre-save row of every env is ``done`` and ``truncated``, so no n-step window, frame stack or
+sequence links a pre-save observation to a post-resume one, and no episode statistic merges two
+episodes."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+from gymnasium import spaces
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from lightning_rl.agents import SacAgent
+from lightning_rl.algos import SAC
+from lightning_rl.samplers import CpuSampler, SerialSampler
+from tests.algos.test_on_policy import make_trainer
+
+EPISODE = 50
+
+
+class ClockEnv(gymnasium.Env):
+    """Observation ``[t / 100]``, reward 1, terminated after ``EPISODE`` steps; with ``lock`` it also
+    holds a ``threading.Lock`` (state that cannot be stored as data)."""
+
+    def __init__(self, lock: bool = False) -> None:
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        self.t = 0
+        if lock:
+            self.lock = threading.Lock()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action: Any):
+        self.t += 1
+        return np.array([self.t / 100], np.float32), 1.0, self.t >= EPISODE, False, {}
+
+
+def clock_env() -> gymnasium.Env:
+    return ClockEnv()
+
+
+def locked_clock_env() -> gymnasium.Env:
+    return ClockEnv(lock=True)
+
+
+def sac(sampler_cls: type, env_fn: Any) -> SAC:
+    sampler = sampler_cls(env_id=env_fn, batch_T=8, batch_B=2, **({"n_workers": 1} if sampler_cls is CpuSampler else {}))
+    agent = SacAgent(hidden_sizes=[16], q_hidden_sizes=[16])
+    return SAC(agent, sampler, batch_size=16, replay_size=1000, replay_ratio=8, min_steps_learn=16,
+               total_env_steps=10_000, log_interval_steps=16)
+
+
+def observations(module: SAC) -> np.ndarray:
+    """Stored observations ``[rows, B]`` (t / 100 of each step) in ring order."""
+    storage = module.replay.storage
+    return np.asarray(storage.arrays()["samples.observation"])[: storage.filled, :, 0]
+
+
+def run_and_resume(tmp_path, sampler_cls: type, env_fn: Any) -> tuple[SAC, SAC]:
+    pl.seed_everything(0)
+    first = sac(sampler_cls, env_fn)
+    # 3 epochs of 16 env steps: 24 steps per env, mid-episode (episodes last 50).
+    make_trainer(max_epochs=3, callbacks=[ModelCheckpoint(dirpath=tmp_path, save_last=True)]).fit(first)
+    resumed = sac(sampler_cls, env_fn)
+    make_trainer(max_epochs=5).fit(resumed, ckpt_path=str(tmp_path / "last.ckpt"))
+    return first, resumed
+
+
+def test_serial_sampler_continues_the_episodes(tmp_path):
+    _, resumed = run_and_resume(tmp_path, SerialSampler, clock_env)
+    obs = observations(resumed)
+    # 40 steps per env, one unbroken episode: t = 0..39, no boundary at the save (row 24).
+    np.testing.assert_allclose(obs[:, 0], np.arange(40) / 100, atol=1e-6)
+    assert not np.asarray(resumed.replay.storage.arrays()["samples.done"]).any()
+
+
+@pytest.mark.parametrize("sampler_cls, env_fn", [(SerialSampler, locked_clock_env), (CpuSampler, clock_env)])
+def test_restarted_envs_start_after_an_explicit_boundary(tmp_path, sampler_cls, env_fn):
+    if sampler_cls is SerialSampler:
+        with pytest.warns(UserWarning, match=r"no env state \(ClockEnv.lock \(lock\) cannot be stored"):
+            first, resumed = run_and_resume(tmp_path, sampler_cls, env_fn)
+    else:
+        first, resumed = run_and_resume(tmp_path, sampler_cls, env_fn)
+    arrays = resumed.replay.storage.arrays()
+    obs = observations(resumed)
+    done, truncated = np.asarray(arrays["samples.done"]), np.asarray(arrays["samples.truncated"])
+    # Rows 0..23 before the save (t = 0..23), then new episodes from t = 0 after the resume.
+    np.testing.assert_allclose(obs[:24, 0], np.arange(24) / 100, atol=1e-6)
+    np.testing.assert_allclose(obs[24:, 0], np.arange(16) / 100, atol=1e-6)
+    # The boundary: the last pre-save row ends every env's stream, as a time limit would.
+    assert done[23].all() and truncated[23].all()
+    assert not done[:23].any() and not done[24:].any()
+    # No n-step target reaches across it: rows before stop at row 23 (truncated, bootstrapping
+    # from its own observation), none adds a reward of a post-resume row.
+    n_steps, return_ = np.asarray(arrays["n_steps"]), np.asarray(arrays["return_"])
+    assert (n_steps[:24] + np.arange(24)[:, None] <= 24).all()
+    assert return_[:24].max() <= n_steps[:24].max()
+
+
+def test_sampled_transitions_never_pair_a_pre_save_observation_with_a_post_resume_one(tmp_path):
+    _, resumed = run_and_resume(tmp_path, SerialSampler, locked_clock_env)
+    torch.manual_seed(0)
+    for _ in range(20):
+        batch = resumed.replay.sample_batch(64)
+        obs = batch.agent_inputs.observation[:, 0]
+        nxt = batch.target_inputs.observation[:, 0]
+        # In a clock env the bootstrap observation is later in the same episode: never earlier.
+        assert (nxt >= obs - 1e-6).all()
