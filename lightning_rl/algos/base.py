@@ -25,14 +25,7 @@ from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.algos.checkpointing import (
-    CHECKPOINT_KEY,
-    REPLAY_KEY,
-    RLCheckpointIO,
-    load_data,
-    load_module_state,
-    module_state,
-)
+from lightning_rl.algos.checkpointing import RLCheckpointIO, load_data, load_module_state, save_module_state
 from lightning_rl.algos.off_policy import (
     ReplaySetup,
     frame_stack_of,
@@ -336,6 +329,7 @@ class RLModule(pl.LightningModule):
         return self.train_state.env_steps * world
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.check_finite_parameters()
         if self.lr_scheduler is not None:  # manual optimization: stepped here, once per iteration
             step_lr_schedulers(self.lr_schedulers())
         if self.logging_due():
@@ -345,14 +339,24 @@ class RLModule(pl.LightningModule):
         if self.budget_reached:
             self.trainer.should_stop = True
 
+    def check_finite_parameters(self) -> None:
+        """Raise ``FloatingPointError`` naming the parameters that hold a NaN or an infinity.
+
+        Run after every training step (one sampler iteration): a finite loss can still give a
+        non-finite gradient or step (too high a learning rate). Training stops there; checkpoints
+        refuse non-finite weights, so ``last.ckpt`` stays the last finite one (row 14).
+        """
+        params: list[torch.Tensor] = [p for p in self.parameters() if p.is_floating_point()]
+        if params and not bool(torch.isfinite(torch.stack(torch._foreach_norm(params))).all()):
+            bad = non_finite_keys(dict(self.named_parameters()))
+            raise FloatingPointError(
+                f"{type(self).__name__}: non-finite parameters after update {self.train_state.updates} "
+                f"({self.global_env_steps} env steps): {bad[:5]}. Lower the learning rate or clip gradients "
+                "(clip_grad_norm); the last checkpoint holds the last finite weights"
+            )
+
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        bad = non_finite_keys(checkpoint.get("state_dict", {}))
-        if bad:
-            raise FloatingPointError(f"refusing to write a checkpoint with non-finite weights: {bad[:5]}")
-        checkpoint[CHECKPOINT_KEY] = module_state(self)
-        if self.replay is not None and self.replay_setup is not None and self.replay_setup.checkpoint_replay:
-            # Taken out by RLCheckpointIO into the side file, never into the .ckpt itself.
-            checkpoint[REPLAY_KEY] = self.replay.state_dict()
+        save_module_state(self, checkpoint)
 
     @classmethod
     def load_from_checkpoint(
@@ -374,13 +378,7 @@ class RLModule(pl.LightningModule):
         )
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if CHECKPOINT_KEY not in checkpoint:
-            raise ValueError("checkpoint was not written by a lightning_rl module (no 'lightning_rl' entry)")
-        envs_continue = load_module_state(self, checkpoint[CHECKPOINT_KEY])
-        if REPLAY_KEY in checkpoint and self.replay is not None:
-            self.replay.load_state_dict(checkpoint[REPLAY_KEY])
-            if not envs_continue:  # the envs start new episodes: no transition may link across
-                self.replay.mark_boundary()
+        load_module_state(self, checkpoint)
 
     @staticmethod
     def check_positive(name: str, value: float, allow_zero: bool = False) -> None:

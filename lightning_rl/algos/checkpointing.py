@@ -33,6 +33,7 @@ import torch
 from lightning_fabric.plugins import CheckpointIO, TorchCheckpointIO
 from pytorch_lightning.utilities import rank_zero_warn
 
+from lightning_rl.data.arrays import non_finite_keys
 from lightning_rl.safe_state import decode, encode
 
 CHECKPOINT_KEY = "lightning_rl"
@@ -44,7 +45,7 @@ FORMAT_VERSION = 2
 __all__ = [
     "CHECKPOINT_KEY", "FORMAT_VERSION", "REPLAY_KEY", "RLCheckpointIO", "check_compatible", "check_resume",
     "describe_run",
-    "load_data", "load_module_state", "module_state",
+    "load_data", "load_module_state", "module_state", "restore_module_state", "save_module_state",
 ]
 
 
@@ -112,7 +113,40 @@ def module_state(module: Any) -> dict[str, Any]:
     return state
 
 
-def load_module_state(module: Any, ours: dict[str, Any]) -> bool:
+def save_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
+    """``on_save_checkpoint``: add :func:`module_state` and, for :class:`RLCheckpointIO` to move into
+    the side file, the replay's state.
+
+    Raises:
+        FloatingPointError: If a weight is NaN or infinite (no checkpoint holds one, row 13).
+    """
+    bad = non_finite_keys(checkpoint.get("state_dict", {}))
+    if bad:
+        raise FloatingPointError(f"refusing to write a checkpoint with non-finite weights: {bad[:5]}")
+    checkpoint[CHECKPOINT_KEY] = module_state(module)
+    setup = module.replay_setup
+    if module.replay is not None and setup is not None and setup.checkpoint_replay:
+        checkpoint[REPLAY_KEY] = module.replay.state_dict()
+
+
+def load_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
+    """``on_load_checkpoint``: restore :func:`restore_module_state` and the replay; when the envs
+    start new episodes instead of continuing, the replay's newest row becomes an episode boundary
+    (reliability row 3).
+
+    Raises:
+        ValueError: If the checkpoint is not lightning_rl's, or is of another run.
+    """
+    if CHECKPOINT_KEY not in checkpoint:
+        raise ValueError("checkpoint was not written by a lightning_rl module (no 'lightning_rl' entry)")
+    envs_continue = restore_module_state(module, checkpoint[CHECKPOINT_KEY])
+    if REPLAY_KEY in checkpoint and module.replay is not None:
+        module.replay.load_state_dict(checkpoint[REPLAY_KEY])
+        if not envs_continue:
+            module.replay.mark_boundary()
+
+
+def restore_module_state(module: Any, ours: dict[str, Any]) -> bool:
     """Restore :func:`module_state` into ``module`` (after checking it matches, see
     :func:`check_compatible`).
 
