@@ -208,6 +208,30 @@ class RLCLI(LightningCLI):
         return super().instantiate_trainer(**kwargs)
 
 
+def check_env_command(argv: list[str]) -> int:
+    """``lightning-rl check-env <env_id> [--env_kwargs JSON]``: gymnasium's env checker plus
+    lightning_rl's rules (:mod:`lightning_rl.envs.check`) on one env; exit 0 when it passes
+    (printing gymnasium's advice), 2 naming the broken rule."""
+    import argparse
+    import json
+
+    from lightning_rl.envs.check import check_env
+
+    parser = argparse.ArgumentParser(prog="lightning-rl check-env", description=check_env_command.__doc__)
+    parser.add_argument("env_id", help="a gymnasium id (CartPole-v1, HalfCheetah-v5), ALE/<Game>-v5, ...")
+    parser.add_argument("--env_kwargs", default="{}", help="constructor arguments as JSON (a dict)")
+    options = parser.parse_args(argv)
+    try:
+        advice = check_env(options.env_id, **json.loads(options.env_kwargs))
+    except ValueError as error:  # EnvCheckError, an unknown id or bad JSON
+        print(f"lightning-rl check-env: error: {error}", file=sys.stderr)
+        return 2
+    print(f"{options.env_id}: passes the env contract checks")
+    for line in advice:
+        print(f"  advice: {line}")
+    return 0
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of ``lightning-rl`` (``args`` replaces ``sys.argv[1:]``, for tests)."""
     # Import the algorithm packages so `--model PPO` and class_path names resolve.
@@ -215,6 +239,8 @@ def main(args: list[str] | None = None) -> None:
     import lightning_rl.callbacks  # noqa: F401
 
     argv = list(sys.argv[1:] if args is None else args)
+    if argv[:1] == ["check-env"]:
+        raise SystemExit(check_env_command(argv[1:]))
     try:
         expanded = expand_params_args(argv)
     except ValueError as error:

@@ -29,9 +29,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
+from pytorch_lightning.utilities import rank_zero_warn
 
 from lightning_rl.data.buffers import buffer_from_example, buffer_func, numpify_buffer
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.envs.check import check_gymnasium_env
+from lightning_rl.envs.gymnasium import GymEnvWrapper
 from lightning_rl.envs.make import default_traj_info_cls, make_env
 from lightning_rl.envs.traj_info import TrajInfo
 
@@ -163,6 +166,9 @@ class BaseSampler:
         check_finite: Raise :class:`NonFiniteSampleError`, naming the env, the step and the
             field, when a collected batch holds a NaN or infinite observation or reward (one
             ``np.isfinite`` pass over the float fields per batch). False lets them through.
+        check_env: Check a probe env against the env contract when the sampler is built
+            (gymnasium's env checker plus lightning_rl's rules, :mod:`lightning_rl.envs.check`);
+            a broken env raises ``EnvCheckError`` naming the rule before any training.
 
     Raises:
         ValueError: On a bad argument, naming it.
@@ -189,6 +195,7 @@ class BaseSampler:
         n_workers: int | None = None,
         cpu_affinity: list[int] | None = None,
         check_finite: bool = True,
+        check_env: bool = True,
     ) -> None:
         if not (isinstance(env_id, str) or callable(env_id)):
             raise ValueError(f"env_id must be an env id string or a callable, got {env_id!r}")
@@ -229,6 +236,7 @@ class BaseSampler:
         self.n_workers = n_workers
         self.cpu_affinity = None if cpu_affinity is None else list(cpu_affinity)
         self.check_finite = bool(check_finite)
+        self.check_env = bool(check_env)
         self.env_steps = 0
         self.initialized = False
         self._closed = False
@@ -291,6 +299,12 @@ class BaseSampler:
 
         env = self.make_env(0)
         try:
+            if self.check_env and isinstance(env, GymEnvWrapper):
+                # The probe env's next reset is seeded again (make_env), so checking it first
+                # changes nothing that follows.
+                for line in check_gymnasium_env(env.env, self.env_id, strict=False):
+                    if line.startswith("gymnasium's env checker"):  # its other advice stays with check-env
+                        rank_zero_warn(f"env {self.env_id!r}: {line}")
             self.env_spaces = env.spaces
             null_action = env.action_space.null_value()
             observation = env.reset()

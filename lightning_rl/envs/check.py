@@ -1,0 +1,162 @@
+"""The env contract, checked before training: gymnasium's env checker plus lightning_rl's rules.
+
+Samplers run :func:`check_gymnasium_env` on a probe env when they are built, and
+``lightning-rl check-env <id>`` runs :func:`check_env` on its own, so a malformed env fails with a
+message naming the env and the rule it breaks instead of a shape error inside a model or a
+silently wrong return.
+
+lightning_rl's rules, on top of gymnasium's ``check_env`` (which only warns about some of them):
+
+* ``reset(seed=..., options=...)`` returns ``(observation, info)`` with ``info`` a dict;
+* ``step(action)`` returns five values ``(observation, reward, terminated, truncated, info)``;
+  ``terminated`` and ``truncated`` are bools (Python or numpy), the reward a real scalar and
+  ``info`` a dict;
+* observations lie in the observation space (shape, dtype kind, bounds), at reset and at every
+  checked step.
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+import warnings
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+__all__ = ["EnvCheckError", "check_env", "check_gymnasium_env"]
+
+_STEPS = 10
+# gymnasium env-checker failures that samplers report as warnings (see ``strict``).
+_ADVISORY = ("deterministic", "share an object")
+
+
+class EnvCheckError(ValueError):
+    """An env breaks a rule of the env contract (the message names the env and the rule)."""
+
+
+def _fail(env_id: Any, rule: str) -> EnvCheckError:
+    return EnvCheckError(f"env {env_id!r} breaks the env contract: {rule}")
+
+
+def _check_step_result(result: Any, env_id: Any, t: int) -> None:
+    if not isinstance(result, tuple) or len(result) != 5:
+        length = len(result) if isinstance(result, tuple) else "-"
+        raise _fail(env_id, f"step() must return (observation, reward, terminated, truncated, info); step {t} "
+                            f"returned {type(result).__name__} of length {length}")
+    _, reward, terminated, truncated, info = result
+    for name, flag in (("terminated", terminated), ("truncated", truncated)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise _fail(env_id, f"step() must return {name} as a bool; step {t} returned "
+                                f"{type(flag).__name__} {flag!r}")
+    if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.number)):
+        raise _fail(env_id, f"step() must return the reward as a real scalar; step {t} returned "
+                            f"{type(reward).__name__} {reward!r}")
+    if not isinstance(info, dict):
+        raise _fail(env_id, f"step() must return info as a dict; step {t} returned {type(info).__name__}")
+
+
+def check_gymnasium_env(env: gymnasium.Env, env_id: Any, steps: int = _STEPS, strict: bool = True) -> list[str]:
+    """Check a gymnasium env against lightning_rl's rules, then gymnasium's ``check_env``.
+
+    Resets and steps ``env`` (a probe: build another one to train on).
+
+    Args:
+        env: The env, as ``gymnasium.make`` or the user's factory returns it.
+        env_id: Its id or factory, for messages.
+        steps: Random-action steps to check after the reset.
+        strict: gymnasium's rules that training does not depend on break the contract too: the
+            same observations for the same seed and actions (determinism), and a new observation
+            object per call (lightning_rl copies observations into its buffers at once). False
+            reports them as warnings (samplers: such an env trains, perhaps not reproducibly).
+
+    Returns:
+        gymnasium's warnings (advice that breaks no rule here), one line each.
+
+    Raises:
+        EnvCheckError: Naming the env and the first rule it breaks.
+    """
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    try:
+        result = env.reset(seed=0, options=None)
+    except TypeError as error:
+        raise _fail(env_id, f"reset() must accept the keywords seed and options (gymnasium 1.x): {error}") from None
+    if not isinstance(result, tuple) or len(result) != 2 or not isinstance(result[1], dict):
+        raise _fail(env_id, "reset() must return (observation, info) with info a dict")
+    _check_in_space(env.observation_space, result[0], env_id, "reset()")
+    env.action_space.seed(0)
+    for t in range(steps):
+        step = env.step(env.action_space.sample())
+        _check_step_result(step, env_id, t)
+        _check_in_space(env.observation_space, step[0], env_id, f"step() {t}")
+        if step[2] or step[3]:
+            env.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            gymnasium_check_env(env, skip_render_check=True, skip_close_check=True)
+        except (AssertionError, gymnasium.error.Error) as error:
+            if strict or not any(rule in str(error).lower() for rule in _ADVISORY):
+                raise _fail(env_id, f"gymnasium's env checker: {error}") from None
+            caught.append(warnings.WarningMessage(f"gymnasium's env checker: {error}", UserWarning, "", 0))
+    return sorted({_plain(str(w.message)) for w in caught} - {""})
+
+
+def _plain(message: str) -> str:
+    """gymnasium's warning without its colour codes and ``WARN:`` prefix; empty for the advice
+    to check the unwrapped env (lightning_rl checks the wrapper stack it trains on, on purpose)."""
+    message = re.sub(r"\x1b\[[0-9;]*m", "", message).removeprefix("WARN: ").strip()
+    return "" if "different from the unwrapped version" in message else message
+
+
+def _check_in_space(space: gymnasium.Space, observation: Any, env_id: Any, where: str) -> None:
+    if space.contains(observation):
+        return
+    rule = f"is not in the observation space {space}"
+    shape = getattr(observation, "shape", None)
+    if isinstance(space, gymnasium.spaces.Box):
+        if shape != space.shape:
+            rule = f"has shape {shape}, but the observation space {space} has shape {space.shape}"
+        elif np.issubdtype(np.asarray(observation).dtype, np.number):
+            a = np.asarray(observation)
+            rule = f"lies outside the observation space {space} (values from {a.min()} to {a.max()})"
+    raise _fail(env_id, f"the observation returned by {where} {rule}")
+
+
+def check_env(env_id: Any, steps: int = _STEPS, **env_kwargs: Any) -> list[str]:
+    """Check the env ``lightning_rl.envs.make_env(env_id, **env_kwargs)`` would build.
+
+    gymnasium ids and factories returning gymnasium envs get :func:`check_gymnasium_env`; Atari
+    ids and lightning_rl envs get the same rules through lightning_rl's env API (observations in
+    the space, bool ``done``, real rewards).
+
+    Returns:
+        Warnings (advice, not errors), one line each.
+
+    Raises:
+        EnvCheckError: Naming the env and the first rule it breaks.
+        ValueError: If the id is unknown.
+    """
+    from lightning_rl.envs.gymnasium import GymEnvWrapper
+    from lightning_rl.envs.make import make_env
+
+    env = make_env(env_id, **env_kwargs)
+    try:
+        if isinstance(env, GymEnvWrapper):
+            return check_gymnasium_env(env.env, env_id, steps)
+        observation = env.reset()
+        if not env.observation_space.contains(observation):
+            raise _fail(env_id, f"the observation returned by reset() is not in {env.observation_space!r}")
+        for t in range(steps):
+            step = env.step(env.action_space.sample())
+            if not env.observation_space.contains(step.observation):
+                raise _fail(env_id, f"the observation returned by step() {t} is not in {env.observation_space!r}")
+            if not isinstance(step.done, (bool, np.bool_)) or not isinstance(step.reward, (numbers.Real, np.number)):
+                raise _fail(env_id, f"step() {t} must return a bool done and a real reward")
+            if step.done:
+                env.reset()
+        return []
+    finally:
+        env.close()
