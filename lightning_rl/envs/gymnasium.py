@@ -176,11 +176,14 @@ class GymEnvWrapper(Env):
         return self._horizon
 
     def seed(self, seed: int | None) -> None:
-        """Make the next :meth:`reset` call ``env.reset(seed=seed)``; seed the action spaces."""
+        """Make the next :meth:`reset` call ``env.reset(seed=seed)``; seed the action and
+        observation spaces (so two runs of one seed hold the same space generators)."""
         self._next_seed = seed
         self._seed_pending = True
         self.env.action_space.seed(seed)
         self._action_space.seed(seed)
+        self.env.observation_space.seed(seed)
+        self._observation_space.seed(seed)
 
     def reset(self) -> Any:
         """Reset the gymnasium env and return the converted first observation."""
