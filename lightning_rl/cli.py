@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
@@ -149,24 +149,59 @@ class RLCLI(LightningCLI):
             raise SystemExit(2) from error
 
     def before_fit(self) -> None:
-        """``--ckpt_path last`` with no last checkpoint is an error (exit 2) naming the directories
-        searched, instead of Lightning's warning and a silent start from step 0; a checkpoint of
-        another run (env id, env count, spaces, algorithm) is an error (exit 2) naming the fields,
-        before any env worker starts."""
+        """The ``--ckpt_path last`` rule (reliability row 5), then :meth:`_check_resume`.
+
+        ``last`` resumes the newest ``last*.ckpt`` of the run's checkpoint directories: the
+        ``ModelCheckpoint`` dirpath, or, when checkpoints go to the logger's versioned directory,
+        every earlier version of it (a re-run gets a new version whose directory is empty). With
+        none, the command exits 2 naming the directories searched, instead of Lightning's warning
+        and a silent start from step 0. A new run (no ``--ckpt_path``) whose checkpoint directory
+        already holds an earlier run's checkpoints exits 2 too: its ``last.ckpt`` would be
+        written as ``last-v1.ckpt`` beside the old one, and ``validate``/``play`` of ``last.ckpt``
+        would pick the older run.
+        """
         ckpt_path = self._get(self.config, "ckpt_path")
+        searched, found, fixed = self._checkpoint_dirs()
         if ckpt_path == "last":
-            searched, found = [], set()
-            for callback in self.trainer.checkpoint_callbacks:
-                dirpath = getattr(callback, "dirpath", None)
-                if dirpath is None:
-                    return  # resolved from the logger at setup: Lightning's own search applies
-                searched.append(str(dirpath))
-                found |= set(cast(Any, callback)._find_last_checkpoints(self.trainer))
             if not found:
                 where = ", ".join(searched) if searched else "(no ModelCheckpoint callback to search)"
                 self._exit(f"--ckpt_path last: no last checkpoint in {where}; drop --ckpt_path to start a new run")
             ckpt_path = max(found, key=os.path.getmtime)
+            self.config_init[self.config["subcommand"]]["ckpt_path"] = ckpt_path
+            sys.stderr.write(f"lightning-rl: --ckpt_path last: resuming {ckpt_path}\n")
+        elif ckpt_path is None:
+            earlier = sorted(str(p) for d in fixed for p in Path(d).glob("*.ckpt"))
+            if earlier:
+                self._exit(
+                    f"the checkpoint directory {fixed[0]} already holds an earlier run's checkpoints "
+                    f"({', '.join(Path(p).name for p in earlier[:3])}); continue that run with --ckpt_path last, "
+                    "or give this one another directory (--trainer.callbacks ModelCheckpoint dirpath) or "
+                    "move the old checkpoints away"
+                )
         self._check_resume(ckpt_path)
+
+    def _checkpoint_dirs(self) -> tuple[list[str], list[str], list[str]]:
+        """Directories searched for ``last``, the ``last*.ckpt`` files in them, and the fixed
+        (``ModelCheckpoint(dirpath=...)``) directories among them."""
+        searched: list[str] = []
+        found: list[str] = []
+        fixed: list[str] = []
+        for callback in self.trainer.checkpoint_callbacks:
+            dirpath = getattr(callback, "dirpath", None)
+            if dirpath is not None:
+                dirs = [str(dirpath)]
+                fixed.append(str(dirpath))
+            else:
+                logger = self.trainer.logger
+                root = getattr(logger, "root_dir", None) if logger is not None else None
+                if root is not None:
+                    dirs = sorted(str(p) for p in Path(root).glob("*/checkpoints")) or [f"{root}/*/checkpoints"]
+                else:
+                    dirs = [os.path.join(self.trainer.default_root_dir, "checkpoints")]
+            for d in dirs:
+                searched.append(d)
+                found.extend(str(p) for p in Path(d).glob("last*.ckpt") if not p.name.endswith(".tmp"))
+        return searched, found, fixed
 
     def before_validate(self) -> None:
         self._check_resume(self._get(self.config, "ckpt_path"))
