@@ -12,8 +12,9 @@ Examples::
 ``--params FILE --cpanel JSON`` runs a parameter file's ``gen_params`` (``lightning_rl.params``)
 and hands its config to LightningCLI in place of a ``--config`` file. Each run's log dir keeps the
 resolved ``config.yaml`` (LightningCLI) and ``run_info.yaml`` (version, code hash, git commit); on
-SIGINT or SIGUSR1 the run saves ``last.ckpt`` and exits with status 0, so ``--ckpt_path last``
-resumes it (``RunDirectoryCallback``, added unless the config has one).
+SIGINT or SIGUSR1 the run saves ``last.ckpt`` and exits (status 1 after Ctrl-C, as Lightning's,
+0 after SIGUSR1; SIGTERM: 143), so ``--ckpt_path last`` resumes it (``RunDirectoryCallback``,
+added unless the config has one).
 """
 
 from __future__ import annotations
@@ -285,7 +286,7 @@ def main(args: list[str] | None = None) -> None:
     if expanded != argv:
         args = expanded
     torch.set_float32_matmul_precision("high")
-    RLCLI(
+    cli = RLCLI(
         RLModule,
         trainer_class=RLTrainer,
         subclass_mode_model=True,
@@ -293,6 +294,9 @@ def main(args: list[str] | None = None) -> None:
         trainer_defaults={"max_epochs": -1},
         args=args,
     )
+    for callback in getattr(getattr(cli, "trainer", None), "callbacks", []):
+        if isinstance(callback, RunDirectoryCallback) and callback.exit_code:
+            raise SystemExit(callback.exit_code)  # stopped by Ctrl-C: last.ckpt saved, status 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from typing import Any
 import pytorch_lightning as pl
 import yaml
 from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 import lightning_rl
 
@@ -110,8 +111,10 @@ class RunDirectoryCallback(pl.Callback):
     previous handlers are restored when fitting ends (before that, a signal does what it did
     without this callback; a signal the process ignores stays ignored). A signal only sets a flag; at the next
     training batch end every rank (the flag is reduced over DDP ranks) saves the checkpoint with
-    ``trainer.save_checkpoint`` and the trainer stops. The run then ends as a normal fit does
-    (exit status 0 from the CLI).
+    ``trainer.save_checkpoint`` and the trainer stops. The CLI then exits with status 1 after a
+    SIGINT (as Lightning's own Ctrl-C handling does, so ``fit && play`` stops there) and 0 after
+    another signal (SIGUSR1: a scheduler's warning before a time limit). SIGTERM stays
+    Lightning's (``SIGTERMException``); this callback gives it the conventional status 143.
 
     Args:
         signals: Names of the signals that save and stop (``SIGINT``, ``SIGUSR1``, ``SIGTERM``,
@@ -209,6 +212,15 @@ class RunDirectoryCallback(pl.Callback):
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self._restore()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
+        if isinstance(exception, SIGTERMException) and exception.code is None:
+            exception.code = 128 + signal.SIGTERM  # the shell's status for a SIGTERM-ended process
+
+    @property
+    def exit_code(self) -> int:
+        """The status the CLI exits with after this fit: 1 if a SIGINT stopped it, else 0."""
+        return 1 if self.received == signal.SIGINT else 0
 
     def teardown(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
         # on_fit_end does not run when fitting fails; never leave our handlers behind.

@@ -12,6 +12,7 @@ from lightning_rl.samplers.base import (
 )
 from lightning_rl.samplers.collectors import EvalCollector, ResetCollector, WaitResetCollector
 from lightning_rl.samplers.cpu import CpuSampler
+from lightning_rl.samplers.errors import SamplerClosedError, SamplerStepTimeout, SamplerWorkerDied, SamplerWorkerError
 from lightning_rl.samplers.gpu import GpuSampler
 from lightning_rl.samplers.serial import SerialSampler
 from lightning_rl.samplers.worker import ParallelSamplerBase
@@ -29,6 +30,10 @@ __all__ = [
     "NoOverlapAlternatingSampler",
     "ParallelSamplerBase",
     "ResetCollector",
+    "SamplerClosedError",
+    "SamplerStepTimeout",
+    "SamplerWorkerDied",
+    "SamplerWorkerError",
     "Samples",
     "SerialSampler",
     "StepBuffer",

@@ -24,6 +24,7 @@ All samplers take the same constructor arguments, so a config swaps one for anot
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
@@ -166,6 +167,9 @@ class BaseSampler:
         check_finite: Raise :class:`NonFiniteSampleError`, naming the env, the step and the
             field, when a collected batch holds a NaN or infinite observation or reward (one
             ``np.isfinite`` pass over the float fields per batch). False lets them through.
+        step_timeout: Parallel samplers: seconds an env ``step()``/``reset()`` in a worker may
+            take before ``TimeoutError`` names the worker and every worker is stopped (None: no
+            limit). Ignored by the serial sampler.
         check_env: Check a probe env against the env contract when the sampler is built
             (gymnasium's env checker plus lightning_rl's rules, :mod:`lightning_rl.envs.check`);
             a broken env raises ``EnvCheckError`` naming the rule before any training.
@@ -196,6 +200,7 @@ class BaseSampler:
         cpu_affinity: list[int] | None = None,
         check_finite: bool = True,
         check_env: bool = True,
+        step_timeout: float | None = None,
     ) -> None:
         if not (isinstance(env_id, str) or callable(env_id)):
             raise ValueError(f"env_id must be an env id string or a callable, got {env_id!r}")
@@ -237,6 +242,7 @@ class BaseSampler:
         self.cpu_affinity = None if cpu_affinity is None else list(cpu_affinity)
         self.check_finite = bool(check_finite)
         self.check_env = bool(check_env)
+        self.step_timeout = check_step_timeout(step_timeout)
         self.env_steps = 0
         self.initialized = False
         self._closed = False
@@ -556,6 +562,21 @@ def check_finite_samples(samples: Any, itr: int, env_id: Any, env_ranks: Sequenc
                 f"iteration {itr}: {array[t, b]!r}; training stopped before it reached a loss. Fix the env, or "
                 f"pass check_finite=False to the sampler to let such values through"
             )
+
+
+def check_step_timeout(value: Any) -> float | None:
+    """``value`` as a step timeout in seconds (None: no limit).
+
+    Raises:
+        ValueError: If it is not None or a positive finite number.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"step_timeout must be a number of seconds or None, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"step_timeout must be > 0 seconds (None: no limit), got {value!r}")
+    return float(value)
 
 
 def check_observation(space: Any, observation: Any, env_id: Any, where: str, name: str = "observation") -> None:

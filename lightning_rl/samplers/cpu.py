@@ -21,7 +21,9 @@ class CpuSampler(ParallelSamplerBase):
     agents draw different random numbers than the serial sampler (deterministic agents give
     identical batches).
 
-    Takes the arguments of :class:`~lightning_rl.samplers.base.BaseSampler`.
+    Takes the arguments of :class:`~lightning_rl.samplers.base.BaseSampler`. A failing, dead or
+    hung worker (``step_timeout``) raises and stops the sampler: see
+    :class:`~lightning_rl.samplers.worker.ParallelSamplerBase`.
     """
 
     workers_act = True

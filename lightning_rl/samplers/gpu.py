@@ -19,7 +19,9 @@ class GpuSampler(ParallelSamplerBase):
     its recurrent state and ``reset_one`` indexes are over all ``B`` envs, as in the serial
     sampler; a deterministic agent gives the serial sampler's batches exactly.
 
-    Takes the arguments of :class:`~lightning_rl.samplers.base.BaseSampler`.
+    Takes the arguments of :class:`~lightning_rl.samplers.base.BaseSampler`. A failing, dead or
+    hung worker (``step_timeout``) raises and stops the sampler: see
+    :class:`~lightning_rl.samplers.worker.ParallelSamplerBase`.
     """
 
     workers_act = False

@@ -15,14 +15,24 @@ Protocol (main process <-> worker ``w``):
 * Everything a worker reports (ready, finished batch with its TrajInfos, eval episodes, errors)
   goes through one ``multiprocessing.Queue``; nothing large crosses it.
 
-The main process never blocks without a timeout: every wait polls the workers' exit codes and
-the queue, so a worker that raises or dies turns into a ``RuntimeError`` naming it within a
-fraction of a second. Workers ignore SIGINT (Ctrl-C is the main process's business) and exit by
-themselves when their parent disappears.
+The main process never blocks without a timeout: every wait polls the workers' exit codes, the
+queue and the workers' env-call stamps, so within a fraction of a second (reliability rows 7-9)
+
+* a worker that raises re-raises its exception, of the same type, naming the worker and the env
+  and carrying the worker's traceback (:func:`~lightning_rl.samplers.errors.remote_exception`);
+* a worker that dies raises :class:`~lightning_rl.samplers.errors.SamplerWorkerDied`;
+* an env ``step()`` or ``reset()`` running past ``step_timeout`` raises
+  :class:`~lightning_rl.samplers.errors.SamplerStepTimeout` (a ``TimeoutError``).
+
+Each of them shuts the workers down first. Workers ignore SIGINT (Ctrl-C is the main process's
+business) and end with their parent (row 10): Linux sends them SIGKILL when the thread that forked
+them exits (``prctl(PR_SET_PDEATHSIG)``); elsewhere, or when forked from another thread than the
+main one, a watchdog thread in each worker exits once the parent is gone.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import itertools
 import multiprocessing as mp
@@ -30,6 +40,8 @@ import os
 import queue as queue_module
 import random
 import signal
+import sys
+import threading
 import time
 import traceback
 import weakref
@@ -38,7 +50,15 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import torch
 
-from lightning_rl.samplers.base import BaseSampler, Samples, cpu_count, set_agent_mode, slice_samples, split_slices
+from lightning_rl.samplers.base import (
+    BaseSampler,
+    Samples,
+    check_step_timeout,
+    cpu_count,
+    set_agent_mode,
+    slice_samples,
+    split_slices,
+)
 from lightning_rl.samplers.collectors import (
     EvalCollector,
     act,
@@ -48,11 +68,26 @@ from lightning_rl.samplers.collectors import (
     evaluate_envs,
     reset_agent_envs,
 )
+from lightning_rl.samplers.errors import (
+    SamplerClosedError,
+    SamplerStepTimeout,
+    SamplerWorkerDied,
+    describe,
+    pickled_type,
+    remote_exception,
+)
 from lightning_rl.samplers.serial import make_collector
 
 __all__ = ["ParallelSamplerBase", "WorkerPool", "WorkerSpec"]
 
 QUIT, COLLECT, EVALUATE = 0, 1, 2
+COMMAND_NAMES = {QUIT: "quit", COLLECT: "collect", EVALUATE: "evaluate"}
+#: What a worker is calling on one of its envs (``_Sync.busy_call`` holds ``2 * call + evaluation``).
+CONSTRUCTION, STEP, RESET = 0, 1, 2
+CALL_NAMES = ("construction", "step()", "reset()")
+CALL_VERBS = ("building", "stepping", "resetting")
+#: ``prctl`` option: the signal the kernel sends a process when its parent thread exits.
+PR_SET_PDEATHSIG = 1
 #: Bits of ``_Sync.collect_flags`` for a ``COLLECT`` command (see ``obtain_samples``); the last
 #: one carries the main process's ``agent.eval_deterministic`` to the workers' agent copies.
 EVAL_MODE_FLAG, RESET_ENVS_FLAG, DETERMINISTIC_FLAG = 1, 2, 4
@@ -63,7 +98,7 @@ WORKER_POLL_S = 1.0
 
 # Arguments of workers being forked, keyed by a token: the child reads them from its copy of
 # this dict, so no Process object keeps a reference to the sampler (which would keep it alive).
-_FORK_ARGS: dict[int, tuple[Any, Any]] = {}
+_FORK_ARGS: dict[int, tuple[Any, WorkerSpec, int, bool]] = {}
 _fork_tokens = itertools.count()
 
 
@@ -103,6 +138,11 @@ class _Sync:
         self.obs_ready = [ctx.Semaphore(0) for _ in range(n_workers)]
         self.act_ready = [ctx.Semaphore(0) for _ in range(n_workers)]
         self.queue = ctx.Queue()
+        # Per worker: when (time.monotonic(), one clock for all processes) its current env
+        # step() or reset() began, 0 when it is in none; and which env and call that is.
+        self.busy_since = ctx.RawArray("d", n_workers)
+        self.busy_env = ctx.RawArray("i", n_workers)
+        self.busy_call = ctx.RawArray("i", n_workers)
 
 
 class _ParentGone(Exception):
@@ -120,18 +160,27 @@ class WorkerPool:
         procs: Started worker processes, in worker order.
         specs: Their :class:`WorkerSpec`.
         sync: The shared synchronization objects.
+        step_timeout: Seconds an env ``step()`` or ``reset()`` may run; None: no limit.
     """
 
-    def __init__(self, procs: list[Any], specs: list[WorkerSpec], sync: _Sync) -> None:
+    def __init__(
+        self, procs: list[Any], specs: list[WorkerSpec], sync: _Sync, step_timeout: float | None = None
+    ) -> None:
         self.procs = procs
         self.specs = specs
         self.sync = sync
+        self.step_timeout = step_timeout
         self.owner_pid = os.getpid()
         self.closed = False
+        #: Why the pool was shut down (for the error of a later call), None while open.
+        self.close_reason: str | None = None
+        #: The last command released, for error messages: the workers build their envs first.
+        self.last_command = "start"
         self._pending: list[tuple[str, int, Any]] = []
 
     def command(self, command: int, itr: int = 0) -> None:
         """Release one command to every worker."""
+        self.last_command = f"{COMMAND_NAMES[command]} (itr {itr})"
         self.sync.itr.value = int(itr)
         self.sync.command.value = command
         for sem in self.sync.go:
@@ -190,44 +239,106 @@ class WorkerPool:
         return payloads
 
     def check(self) -> None:
-        """Raise ``RuntimeError`` if a worker reported an error or is no longer running."""
+        """Raise if a worker reported an error, is no longer running or overran ``step_timeout``.
+
+        Raises:
+            SamplerWorkerDied: A worker process ended without reporting an error.
+            SamplerStepTimeout: An env call in a worker has run longer than ``step_timeout``.
+            Exception: A worker's own exception, of its type (see :meth:`_raise_error`).
+        """
         self._pending.extend(self.poll())
         dead = [w for w, p in enumerate(self.procs) if p.exitcode is not None]
-        if not dead:
-            return
-        # A worker that raised has reported it before exiting; give the report a moment to arrive.
-        try:
-            msg = self.sync.queue.get(timeout=0.5)
-            if msg[0] == "error":
-                self._raise_error(msg)
-            self._pending.append(msg)
-        except queue_module.Empty:
-            pass
-        w = dead[0]
-        pid, code = self.procs[w].pid, self.procs[w].exitcode
-        how = f"exit code {code}"
-        if code < 0:
+        if dead:
+            # A worker that raised has reported it before exiting; give the report a moment to arrive.
             try:
-                how += f" (killed by {signal.Signals(-code).name})"
-            except ValueError:
+                msg = self.sync.queue.get(timeout=0.5)
+                if msg[0] == "error":
+                    self._raise_error(msg)
+                self._pending.append(msg)
+            except queue_module.Empty:
                 pass
-        self.shutdown()
-        raise RuntimeError(f"sampler worker {w} ({self.specs[w].name}, pid {pid}) died unexpectedly with {how}")
+            self._raise_died(dead[0])
+        if self.step_timeout is not None:
+            now = time.monotonic()
+            for w in range(len(self.procs)):
+                since = self.sync.busy_since[w]
+                if since > 0.0 and now - since > self.step_timeout:
+                    self._raise_timeout(w, now - since)
 
-    def _raise_error(self, msg: tuple[str, int, Any]) -> None:
-        _, w, (exc_type, exc_msg, tb) = msg
-        pid = self.procs[w].pid
-        self.shutdown()
-        raise RuntimeError(
-            f"sampler worker {w} ({self.specs[w].name}, pid {pid}) failed with {exc_type}: {exc_msg}\n\n"
-            f"Worker traceback:\n{tb}"
+    def _who(self, w: int) -> str:
+        return f"sampler worker {w} ({self.specs[w].name}, pid {self.procs[w].pid})"
+
+    def _info(self, w: int) -> dict[str, Any]:
+        return dict(
+            worker=w, pid=self.procs[w].pid, worker_name=self.specs[w].name, last_command=self.last_command
         )
 
-    def shutdown(self, timeout: float = 1.0) -> None:
-        """Ask the workers to quit, then terminate those that do not within ``timeout`` seconds."""
+    def _raise_died(self, w: int) -> None:
+        who, info, code = self._who(w), self._info(w), self.procs[w].exitcode
+        how, signal_name = f"exit code {code}", None
+        if code < 0:
+            try:
+                signal_name = signal.Signals(-code).name
+                how += f" (killed by {signal_name})"
+            except ValueError:
+                pass
+        self.shutdown(reason=f"worker {w} died with {how}")
+        message = f"{who} died unexpectedly with {how} while running {self.last_command}"
+        raise describe(SamplerWorkerDied(message), exitcode=code, signal=signal_name, **info)
+
+    def _raise_timeout(self, w: int, elapsed: float) -> None:
+        who, info = self._who(w), self._info(w)
+        env, code = self.sync.busy_env[w], self.sync.busy_call[w]
+        call, kind = CALL_NAMES[code // 2], "eval" if code % 2 else "training"
+        # The worker is stuck inside the env and cannot take the QUIT command: kill it now.
+        self.procs[w].kill()
+        self.shutdown(reason=f"worker {w} timed out in {call} of {kind} env {env}")
+        message = (
+            f"{who}: {call} of {kind} env {env} did not return within step_timeout={self.step_timeout} s "
+            f"(running for {elapsed:.1f} s, during {self.last_command}); the sampler's workers were stopped"
+        )
+        raise describe(
+            SamplerStepTimeout(message), env=env, env_kind=kind, env_call=call, timeout=self.step_timeout, **info
+        )
+
+    def _raise_error(self, msg: tuple[str, int, Any]) -> None:
+        """Raise the exception a worker reported, as its own type where possible.
+
+        The message names the worker, the env it was calling (if any) and the command, then the
+        worker's message and its traceback; the attributes of
+        :class:`~lightning_rl.samplers.errors.SamplerWorkerError` are set.
+        """
+        _, w, report = msg
+        type_name, type_bytes, exc_msg, tb, where = report
+        who, info = self._who(w), self._info(w)
+        short_name = type_name.rsplit(".", 1)[-1]
+        env_info: dict[str, Any] = {}
+        in_env = ""
+        if where is not None:
+            evaluation, env, call = where
+            kind = "eval" if evaluation else "training"
+            env_info = dict(env=env, env_kind=kind, env_call=CALL_NAMES[call])
+            in_env = f" {CALL_VERBS[call]} {kind} env {env}"
+        self.shutdown(reason=f"worker {w} failed with {short_name}: {exc_msg}")
+        message = (
+            f"{who}{in_env} failed with {short_name}: {exc_msg}\n(while running {self.last_command})\n\n"
+            f"Worker traceback:\n{tb}"
+        )
+        error = remote_exception(type_name, type_bytes, message)
+        raise describe(error, remote_type=type_name, remote_traceback=tb, **env_info, **info)
+
+    def shutdown(self, timeout: float = 1.0, reason: str = "shutdown() was called") -> None:
+        """Ask the workers to quit, then terminate those that do not within ``timeout`` seconds
+        (and kill those that ignore that within another ``timeout``). Idempotent.
+
+        Args:
+            timeout: Seconds to wait at each stage.
+            reason: Why, for the error a later use of the sampler raises.
+        """
         if self.closed or os.getpid() != self.owner_pid:
             return
         self.closed = True
+        self.close_reason = reason
         sync = self.sync
         sync.command.value = QUIT
         for w in range(len(self.procs)):
@@ -236,10 +347,13 @@ class WorkerPool:
         deadline = time.monotonic() + timeout
         for p in self.procs:
             p.join(max(0.0, deadline - time.monotonic()))
-        for p in self.procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout)
+        stuck = [p for p in self.procs if p.is_alive()]
+        for p in stuck:
+            p.terminate()
+        deadline = time.monotonic() + timeout
+        for p in stuck:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in stuck:
             if p.is_alive():
                 p.kill()
                 p.join()
@@ -263,6 +377,13 @@ class ParallelSamplerBase(BaseSampler):
     Buffers are in OS shared memory, written by the workers in place. ``shutdown()`` stops the
     workers; so do garbage collection of the sampler and interpreter exit (a
     ``weakref.finalize``), and the workers exit by themselves if the main process dies.
+
+    Attributes:
+        step_timeout: Seconds an env ``step()`` or ``reset()`` in a worker may take before the
+            sampler raises :class:`~lightning_rl.samplers.errors.SamplerStepTimeout` (a
+            ``TimeoutError``) and stops its workers; None (default): no limit. Set it before or
+            after :meth:`initialize`; a value that is not a positive number raises ``ValueError``.
+            Env construction is not timed.
     """
 
     share_memory = True
@@ -270,6 +391,19 @@ class ParallelSamplerBase(BaseSampler):
     workers_act = True
     #: With two groups: may both groups' envs step at the same time.
     overlap = True
+    _step_timeout: float | None = None
+
+    @property
+    def step_timeout(self) -> float | None:
+        """Seconds an env call in a worker may take (see the class docstring); None: no limit."""
+        return self._step_timeout
+
+    @step_timeout.setter
+    def step_timeout(self, value: float | None) -> None:
+        self._step_timeout = check_step_timeout(value)
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool.step_timeout = self._step_timeout
 
     def _resolve_n_workers(self) -> int:
         return self.n_workers if self.n_workers is not None else min(self.batch_spec.B, cpu_count())
@@ -315,11 +449,13 @@ class ParallelSamplerBase(BaseSampler):
             for w in range(n)
         ]
         procs: list[Any] = []
-        self.pool = WorkerPool(procs, specs, self._sync)
+        self.pool = WorkerPool(procs, specs, self._sync, self.step_timeout)
         self._finalizer = weakref.finalize(self, self.pool.shutdown)
+        # PR_SET_PDEATHSIG fires when the forking *thread* exits: only safe from the main thread.
+        death_signal = threading.current_thread() is threading.main_thread()
         for spec in specs:
             token = next(_fork_tokens)
-            _FORK_ARGS[token] = (self, spec)
+            _FORK_ARGS[token] = (self, spec, os.getpid(), death_signal)
             try:
                 p = ctx.Process(target=_worker_entry, args=(token,), name=spec.name, daemon=True)
                 p.start()
@@ -337,6 +473,14 @@ class ParallelSamplerBase(BaseSampler):
         ]
         self._busy = False
         self.pool.gather("ready")
+
+    def _check_ready(self, what: str) -> None:
+        if self.closed:
+            reason = self.pool.close_reason
+            raise SamplerClosedError(
+                f"{type(self).__name__}.{what}: the sampler is closed ({reason}); build a new sampler"
+            )
+        super()._check_ready(what)
 
     def _begin(self, what: str) -> None:
         self._check_ready(what)
@@ -482,27 +626,101 @@ class ParallelSamplerBase(BaseSampler):
         return [] if pool is None else [p.pid for p in pool.procs if not pool.closed]
 
 
+def _set_parent_death_signal() -> bool:
+    """Have Linux SIGKILL this process when the thread that forked it exits; False if unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit the process once ``parent_pid`` is no longer its parent, even while the main thread is
+    inside an env call (a daemon thread; the fallback where the death signal is unavailable)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(WORKER_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="sampler-parent-watchdog", daemon=True).start()
 
 
 def _worker_entry(token: int) -> None:
-    sampler, spec = _FORK_ARGS.pop(token)
+    sampler, spec, parent_pid, death_signal = _FORK_ARGS.pop(token)
     _FORK_ARGS.clear()
-    worker_main(sampler, spec)
+    if not (death_signal and _set_parent_death_signal()):
+        _watch_parent(parent_pid)
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before the death signal was armed
+    worker_main(sampler, spec, parent_pid)
 
 
-def worker_main(sampler: ParallelSamplerBase, spec: WorkerSpec) -> None:
-    """Body of a worker process: build envs, report ready, serve commands until ``QUIT``."""
+def worker_main(sampler: ParallelSamplerBase, spec: WorkerSpec, parent_pid: int) -> None:
+    """Body of a worker process: build envs, report ready, serve commands until ``QUIT``.
+
+    An exception is reported to the main process (type, message, traceback and the env call it
+    came from) before the envs are closed, so a failing ``close()`` cannot hide it.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sync = sampler._sync
+    worker = _Worker(sampler, spec, parent_pid)
+    failed = False
     try:
-        worker = _Worker(sampler, spec, os.getppid())
+        worker.start(sampler)
         sync.queue.put(("ready", spec.index, None))
         worker.run()
     except (_ParentGone, _Quit):
         sync.queue.cancel_join_thread()
     except BaseException as e:  # noqa: BLE001 - every failure must reach the main process
-        sync.queue.put(("error", spec.index, (type(e).__name__, str(e), "".join(traceback.format_exception(e)))))
-        raise SystemExit(1) from None
+        sync.busy_since[spec.index] = 0.0
+        sync.queue.put(("error", spec.index, _error_report(e, worker.active)))
+        failed = True
+    finally:
+        worker.close_envs()
+    if failed:
+        raise SystemExit(1)
+
+
+def _error_report(e: BaseException, active: tuple[bool, int, int] | None) -> tuple[Any, ...]:
+    """What the main process needs to raise ``e`` again: ``(qualified type name, pickled type or
+    None, message, traceback text, (evaluation, env, call) or None)``."""
+    cls = type(e)
+    try:
+        message = str(e)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not lose the report
+        message = f"<{cls.__name__} whose str() failed>"
+    tb = "".join(traceback.format_exception(e))
+    return f"{cls.__module__}.{cls.__qualname__}", pickled_type(e), message, tb, active
+
+
+class _WatchedEnv:
+    """One of a worker's envs as its collectors see it: ``step()`` and ``reset()`` are stamped
+    in shared memory (for ``step_timeout``) and remembered (to name the env in an error); every
+    other attribute is the env's."""
+
+    def __init__(self, worker: _Worker, index: int, evaluation: bool) -> None:
+        self.worker = worker
+        self.where = (evaluation, index)
+        self.env: Any = None
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        self.worker.enter(self, STEP)
+        result = self.env.step(*args, **kwargs)
+        self.worker.leave()
+        return result
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        self.worker.enter(self, RESET)
+        result = self.env.reset(*args, **kwargs)
+        self.worker.leave()
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
 
 
 class _Worker:
@@ -512,6 +730,44 @@ class _Worker:
         self.spec = spec
         self.sync = sampler._sync
         self.parent_pid = parent_pid
+        #: ``(evaluation, env, call)`` of the env call in progress; left set when the call raised.
+        self.active: tuple[bool, int, int] | None = None
+        self.built: list[_WatchedEnv] = []
+
+    def enter(self, env: _WatchedEnv, call: int) -> None:
+        """Mark the start of ``call`` on ``env`` (in shared memory, for ``step_timeout``)."""
+        evaluation, index = env.where
+        self.active = (evaluation, index, call)
+        w, sync = self.spec.index, self.sync
+        sync.busy_env[w] = index
+        sync.busy_call[w] = 2 * call + evaluation
+        sync.busy_since[w] = time.monotonic()
+
+    def leave(self) -> None:
+        """Mark the end of the env call in progress."""
+        self.sync.busy_since[self.spec.index] = 0.0
+        self.active = None
+
+    def build_env(self, sampler: ParallelSamplerBase, index: int, evaluation: bool) -> _WatchedEnv:
+        """Training (or eval) env ``index`` of this rank; construction is not timed."""
+        env = _WatchedEnv(self, index, evaluation)
+        self.active = (evaluation, index, CONSTRUCTION)
+        env.env = sampler.make_env(index, evaluation=evaluation)
+        self.active = None
+        self.built.append(env)
+        return env
+
+    def close_envs(self) -> None:
+        """Close every env built so far (best effort: the worker is exiting)."""
+        for env in self.built:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - a failing close must not mask the exit
+                pass
+
+    def start(self, sampler: ParallelSamplerBase) -> None:
+        """Seed, build the envs and collectors, reset the envs and set up the agent copy."""
+        spec = self.spec
         if spec.cpu is not None:
             os.sched_setaffinity(0, {spec.cpu})
         torch.set_num_threads(1)
@@ -524,13 +780,13 @@ class _Worker:
         self.eval_max_steps = s.eval_max_steps
         self.eval_max_trajectories = s.eval_max_trajectories
         sl, esl = spec.env_slice, spec.eval_slice
-        envs = [s.make_env(b) for b in range(sl.start, sl.stop)]
+        envs = [self.build_env(s, b, evaluation=False) for b in range(sl.start, sl.stop)]
         self.step_buffer = s.step_buffer[sl]
         assert s.samples is not None
         self.samples = slice_samples(s.samples, sl)
         self.collector = make_collector(s.collector, envs, self.step_buffer, self.samples, s.traj_info_factory)
         self.collector.start_envs(s.max_decorrelation_steps, [s.decorrelation_rng(b) for b in range(sl.start, sl.stop)])
-        eval_envs = [s.make_env(i, evaluation=True) for i in range(esl.start, esl.stop)]
+        eval_envs = [self.build_env(s, i, evaluation=True) for i in range(esl.start, esl.stop)]
         self.eval_collector = None
         if s.eval_step_buffer is not None:
             self.eval_collector = EvalCollector(eval_envs, s.eval_step_buffer[esl], s.traj_info_factory)
@@ -547,26 +803,20 @@ class _Worker:
 
     def run(self) -> None:
         sync, w = self.sync, self.spec.index
-        try:
-            while True:
-                self._wait(sync.go[w])
-                command, itr = sync.command.value, sync.itr.value
-                if command == QUIT:
-                    return
-                if command == COLLECT:
-                    trajs = self._collect(itr) if self.agent is not None else self._collect_served()
-                    sync.queue.put(("batch", w, trajs))
-                elif command == EVALUATE:
-                    if self.agent is not None:
-                        self._evaluate(itr)
-                    else:
-                        self._evaluate_served()
-                    sync.queue.put(("eval_done", w, None))
-        finally:
-            for c in (self.collector, self.eval_collector):
-                if c is not None:
-                    for env in c.envs:
-                        env.close()
+        while True:
+            self._wait(sync.go[w])
+            command, itr = sync.command.value, sync.itr.value
+            if command == QUIT:
+                return
+            if command == COLLECT:
+                trajs = self._collect(itr) if self.agent is not None else self._collect_served()
+                sync.queue.put(("batch", w, trajs))
+            elif command == EVALUATE:
+                if self.agent is not None:
+                    self._evaluate(itr)
+                else:
+                    self._evaluate_served()
+                sync.queue.put(("eval_done", w, None))
 
     def _wait(self, sem: Any) -> None:
         while not sem.acquire(timeout=WORKER_POLL_S):

@@ -49,8 +49,10 @@ class PoisonedEnv(gymnasium.Env):
 def ppo(field: str, check_finite: bool = True, value: float = float("nan")) -> PPO:
     return PPO(
         CategoricalPgAgent(hidden_sizes=[8]),
+        # check_env=False: the env contract's ten probe steps would find the NaN before training
+        # (test_the_env_contract_check_finds_it_first); this module is about the guard in training.
         SerialSampler(env_id=lambda: PoisonedEnv(field, value=value), batch_T=4, batch_B=2,
-                      check_finite=check_finite),
+                      check_finite=check_finite, check_env=False),
         minibatches=1, epochs=1, total_env_steps=64, log_interval_steps=8,
     )
 
@@ -76,7 +78,8 @@ def test_non_finite_reward_stops_sac_before_it_reaches_the_replay_loss(value):
     pl.seed_everything(0)
     module = SAC(
         SacAgent(hidden_sizes=[8], q_hidden_sizes=[8]),
-        SerialSampler(env_id=lambda: PoisonedEnv("reward", at=6, value=value, box_action=True), batch_T=4, batch_B=1),
+        SerialSampler(env_id=lambda: PoisonedEnv("reward", at=6, value=value, box_action=True), batch_T=4, batch_B=1,
+                      check_env=False),
         batch_size=4, replay_size=64, min_steps_learn=4, replay_ratio=4, total_env_steps=64, log_interval_steps=8,
     )
     # Step 6's reward sits in row 5 (rows hold the reward of the step taken there): iteration 1, row 1.
@@ -118,3 +121,13 @@ def _spaces() -> Any:
     from lightning_rl.envs import make_env
 
     return make_env(lambda: PoisonedEnv("reward")).spaces
+
+
+def test_the_env_contract_check_finds_it_first():
+    from lightning_rl.envs.check import EnvCheckError
+
+    sampler = SerialSampler(env_id=lambda: PoisonedEnv("observation"), batch_T=4, batch_B=1)
+    with pytest.raises(EnvCheckError, match=r"the observation returned by step\(\) 4 lies outside the observation "
+                                            r"space .*values from nan to nan"):
+        sampler.initialize(CategoricalPgAgent(hidden_sizes=[8]), seed=0)
+    sampler.shutdown()

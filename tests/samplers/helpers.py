@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import gymnasium
 import numpy as np
+import psutil
 import torch
 from gymnasium import spaces
 from gymnasium.wrappers import TimeLimit
@@ -23,17 +30,26 @@ class CounterEnv(gymnasium.Env):
 
     Episode ``k`` terminates when ``t`` reaches ``episode_lengths[k % len(episode_lengths)]``;
     ``fail_at`` (with ``fail_seed``) raises a ``ValueError`` at that step of the env seeded
-    ``fail_seed``.
+    ``fail_seed``; ``fail_reset_at`` raises one in that (1-based) ``reset()`` instead.
+    ``fail_type`` picks the exception (see :func:`make_error`).
     """
 
     def __init__(
-        self, episode_lengths: tuple[int, ...] = (3,), fail_at: int | None = None, fail_seed: int | None = None
+        self,
+        episode_lengths: tuple[int, ...] = (3,),
+        fail_at: int | None = None,
+        fail_seed: int | None = None,
+        fail_reset_at: int | None = None,
+        fail_type: str = "ValueError",
     ) -> None:
         self.observation_space = spaces.Box(0.0, 1e6, shape=(3,), dtype=np.float32)
         self.action_space = spaces.Discrete(3)
         self.episode_lengths = tuple(episode_lengths)
         self.fail_at = fail_at
         self.fail_seed = fail_seed
+        self.fail_reset_at = fail_reset_at
+        self.fail_type = fail_type
+        self.n_resets = 0
         self.seed_value = -1
         self.episode = -1
         self.t = 0
@@ -46,6 +62,9 @@ class CounterEnv(gymnasium.Env):
         super().reset(seed=seed)
         if seed is not None:
             self.seed_value = seed
+        self.n_resets += 1
+        if self.fail_reset_at is not None and self.n_resets >= self.fail_reset_at and self.seed_value == self.fail_seed:
+            raise make_error(self.fail_type, f"boom at reset {self.n_resets}")
         self.episode += 1
         self.t = 0
         return self._obs(), {"t": self.t}
@@ -53,10 +72,31 @@ class CounterEnv(gymnasium.Env):
     def step(self, action: Any):
         self.total_steps += 1
         if self.fail_at is not None and self.total_steps >= self.fail_at and self.seed_value == self.fail_seed:
-            raise ValueError(f"boom at step {self.total_steps}")
+            raise make_error(self.fail_type, f"boom at step {self.total_steps}")
         self.t += 1
         terminated = self.t >= self.episode_lengths[self.episode % len(self.episode_lengths)]
         return self._obs(), self.t + int(action) / 10, terminated, False, {"t": self.t}
+
+
+class TwoArgError(Exception):
+    """An exception that cannot be built from a message alone."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(code, detail)
+
+
+def make_error(fail_type: str, message: str) -> Exception:
+    """``ValueError(message)``, ``TwoArgError(7, message)`` or an instance of a class that
+    only exists inside this function (``"LocalError"``: it cannot be pickled by name)."""
+    if fail_type == "ValueError":
+        return ValueError(message)
+    if fail_type == "TwoArgError":
+        return TwoArgError(7, message)
+
+    class LocalError(Exception):
+        pass
+
+    return LocalError(message)
 
 
 def make_counter_env(
@@ -64,10 +104,90 @@ def make_counter_env(
     max_episode_steps: int | None = None,
     fail_at: int | None = None,
     fail_seed: int | None = None,
+    fail_reset_at: int | None = None,
+    fail_type: str = "ValueError",
 ) -> gymnasium.Env:
     """:class:`CounterEnv`, under a ``TimeLimit`` (truncation) if ``max_episode_steps`` is set."""
-    env = CounterEnv(episode_lengths, fail_at, fail_seed)
+    env = CounterEnv(episode_lengths, fail_at, fail_seed, fail_reset_at, fail_type)
     return env if max_episode_steps is None else TimeLimit(env, max_episode_steps)
+
+
+class HangingEnv(CounterEnv):
+    """:class:`CounterEnv` whose ``hang_at``-th ``step()`` never returns, in the env seeded
+    ``hang_seed`` (every env if None), when it runs in a sampler worker process.
+
+    Before hanging it creates ``marker_dir/<pid>-<seed>``, so a test knows that the worker is
+    inside ``step()``. In the main process (where ``initialize()`` resets, steps and checks a
+    probe env) it never hangs.
+    """
+
+    def __init__(self, hang_at: int = 2, hang_seed: int | None = None, marker_dir: str | None = None) -> None:
+        super().__init__()
+        self.hang_at = hang_at
+        self.hang_seed = hang_seed
+        self.marker_dir = marker_dir
+
+    def step(self, action: Any):
+        in_worker = multiprocessing.parent_process() is not None
+        if in_worker and self.total_steps + 1 >= self.hang_at and self.hang_seed in (None, self.seed_value):
+            if self.marker_dir is not None:
+                Path(self.marker_dir, f"{os.getpid()}-{self.seed_value}").touch()
+            while True:
+                time.sleep(60)
+        return super().step(action)
+
+
+def make_hanging_env(hang_at: int = 2, hang_seed: int | None = None, marker_dir: str | None = None) -> gymnasium.Env:
+    """:class:`HangingEnv` (a module-level factory, so worker processes can build it)."""
+    return HangingEnv(hang_at, hang_seed, marker_dir)
+
+
+def wait_for_markers(marker_dir: str | Path, n: int, timeout: float = 30.0) -> list[str]:
+    """Wait until ``marker_dir`` holds ``n`` :class:`HangingEnv` markers; return their names."""
+    deadline = time.monotonic() + timeout
+    while True:
+        names = sorted(os.listdir(marker_dir))
+        if len(names) >= n:
+            return names
+        if time.monotonic() > deadline:
+            raise AssertionError(f"only {len(names)} of {n} envs reached their hanging step: {names}")
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def leak_check() -> Iterator[None]:
+    """Assert that the block leaves no child processes and no new /dev/shm entries."""
+    me = psutil.Process()
+    children = {p.pid for p in me.children(recursive=True)}
+    shm = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    yield
+    left = [p for p in me.children(recursive=True) if p.pid not in children and alive([p.pid])]
+    assert left == [], f"child processes left behind: {left}"
+    if os.path.isdir("/dev/shm"):
+        new = set(os.listdir("/dev/shm")) - shm
+        assert new == set(), f"shared memory left behind: {new}"
+
+
+def alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that are running processes (zombies are not)."""
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def wait_gone(pids: list[int], timeout: float) -> float:
+    """Seconds until none of ``pids`` runs; raises ``AssertionError`` after ``timeout`` seconds."""
+    start = time.monotonic()
+    while alive(pids):
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"processes still running {timeout} s later: {alive(pids)}")
+        time.sleep(0.02)
+    return time.monotonic() - start
 
 
 class SpyInfo(NamedArrayTupleBase):
@@ -186,10 +306,14 @@ class LivesEnv(Env):
     Losing a life is ``done`` (``terminated``) with ``traj_done`` False; the game continues from
     where it is unless :meth:`reset` is needed after game over (``traj_done``). Observation
     ``[games, lives_left, t]`` (``t`` counts steps in the game); reward 1 per step, game score 10.
+    ``fail_at``: raise a ``ValueError`` at that step of the env's life, in sampler worker processes
+    only. Being a lightning_rl env, it skips the gymnasium env checker at ``initialize()``.
     """
 
-    def __init__(self, lives: int = 3) -> None:
+    def __init__(self, lives: int = 3, fail_at: int | None = None) -> None:
         self.lives = lives
+        self.fail_at = fail_at
+        self.total_steps = 0
         self.games = -1
         self.n_resets = 0
         self._observation_space = FloatBox(0.0, 1e6, shape=(3,))
@@ -213,6 +337,9 @@ class LivesEnv(Env):
         return self._obs()
 
     def step(self, action: Any) -> EnvStep:
+        self.total_steps += 1
+        if self.fail_at is not None and self.total_steps >= self.fail_at and multiprocessing.parent_process():
+            raise ValueError(f"boom at step {self.total_steps}")
         self.t += 1
         lost_life = self.t % 2 == 0
         self.lives_left -= lost_life

@@ -1,0 +1,132 @@
+"""Row 11: Ctrl-C and SIGTERM during ``lightning-rl fit`` with a parallel sampler.
+
+Three runs of PPO CartPole with a two-worker ``CpuSampler`` go side by side (to keep the wall
+time down); each gets its signal once its first checkpoint exists, so the training loop and
+every signal handler are in place:
+
+* ``sigint``: the CLI's ``RunDirectoryCallback`` turns the first Ctrl-C into "save ``last.ckpt``
+  and stop", exit status 0 (``lightning_rl/cli.py``'s docstring);
+* ``sigint_lightning``: the same callback with ``signals: []``, so Lightning's own handling
+  applies: ``KeyboardInterrupt`` wherever the main process is (often waiting on the workers),
+  ``on_exception`` hooks, exit status 1;
+* ``sigterm``: Lightning's ``SignalConnector`` stops at the next batch.
+
+Each must exit within 10 s, end its workers before it exits (the sampler was shut down, not
+orphaned), print no ``resource_tracker``/``leaked`` warning and leave ``/dev/shm`` as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import torch
+
+from tests.samplers.helpers import alive, wait_gone
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = [
+    sys.executable, "-m", "lightning_rl.cli", "fit", "--config", str(ROOT / "configs" / "ppo" / "cartpole.yaml"),
+    "--model.init_args.sampler.class_path", "lightning_rl.samplers.CpuSampler",
+    "--model.init_args.sampler.init_args.n_workers", "2",
+    "--trainer.enable_progress_bar", "false",
+    # One rollout per epoch, so the first checkpoint (the cue for the signal) comes soon.
+    "--model.init_args.log_interval_steps", "256", "--model.init_args.epochs", "2",
+]  # fmt: skip
+NO_CLI_HANDLER = ["--trainer.callbacks+=lightning_rl.callbacks.RunDirectoryCallback", "--trainer.callbacks.signals=[]"]
+RUNS = {
+    "sigint": (signal.SIGINT, []),
+    "sigint_lightning": (signal.SIGINT, NO_CLI_HANDLER),
+    "sigterm": (signal.SIGTERM, []),
+}
+CHECKPOINTS = Path("lightning_logs") / "ppo_cartpole" / "checkpoints"
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, dict[str, Any]]:
+    """Start the three runs, signal each once it has checkpointed, and record how each ended."""
+    shm_before = shm_entries()
+    started: dict[str, dict[str, Any]] = {}
+    try:
+        for name, (_, extra) in RUNS.items():
+            cwd = tmp_path_factory.mktemp(name)
+            # stderr to a file: a pipe nobody reads could fill up and stall the run.
+            stderr = open(cwd / "stderr.txt", "w")  # noqa: SIM115 - closed below
+            proc = subprocess.Popen([*COMMAND, *extra], cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
+            started[name] = {"proc": proc, "cwd": cwd, "stderr_file": stderr}
+        deadline = time.monotonic() + 180
+        waiting = set(started)
+        while waiting and time.monotonic() < deadline:
+            for name in sorted(waiting):
+                run = started[name]
+                if run["proc"].poll() is not None:
+                    waiting.discard(name)  # ended early: the tests below say how
+                elif (run["cwd"] / CHECKPOINTS / "last.ckpt").exists():
+                    run["workers"] = [p.pid for p in psutil.Process(run["proc"].pid).children(recursive=True)]
+                    run["signalled_at"] = time.monotonic()
+                    run["proc"].send_signal(RUNS[name][0])
+                    waiting.discard(name)
+            time.sleep(0.05)
+        for run in started.values():
+            run["proc"].wait(timeout=60)
+            run["exited_after"] = time.monotonic() - run.get("signalled_at", time.monotonic())
+            # Before anything else can reap them: a closed sampler has joined its workers.
+            run["alive_at_exit"] = alive(run.get("workers", []))
+            wait_gone(run.get("workers", []), timeout=5)
+            run["stderr_file"].close()
+            run["stderr"] = (run["cwd"] / "stderr.txt").read_text()
+            run["returncode"] = run["proc"].returncode
+        for run in started.values():
+            run["new_shm"] = shm_entries() - shm_before
+    finally:
+        for run in started.values():
+            if run["proc"].poll() is None:
+                run["proc"].kill()
+            for pid in alive(run.get("workers", [])):
+                os.kill(pid, signal.SIGKILL)
+    return started
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_exits_within_10_s_after_closing_its_samplers_and_leaks_nothing(runs, name):
+    run = runs[name]
+    assert "signalled_at" in run, f"{name} ended before its first checkpoint:\n{run['stderr'][-3000:]}"
+    assert len(run["workers"]) == 2
+    assert run["exited_after"] < 10
+    assert run["returncode"] >= 0, "killed by the signal instead of handling it"
+    assert run["alive_at_exit"] == []
+    assert "resource_tracker" not in run["stderr"] and "leaked" not in run["stderr"]
+    assert run["new_shm"] == set()
+
+
+def test_first_sigint_saves_last_checkpoint_and_exits_1(runs):
+    # Status 1 as Lightning's own Ctrl-C handling, so 'fit && play' stops there; the checkpoint saved.
+    run = runs["sigint"]
+    assert run["returncode"] == 1, run["stderr"][-3000:]
+    assert "Received SIGINT: saving" in run["stderr"]
+    checkpoint = torch.load(run["cwd"] / CHECKPOINTS / "last.ckpt", weights_only=True, map_location="cpu")
+    assert checkpoint["global_step"] > 0
+
+
+def test_sigint_under_lightnings_own_handling_exits_1(runs):
+    run = runs["sigint_lightning"]
+    assert run["returncode"] == 1, run["stderr"][-3000:]
+    assert "Detected KeyboardInterrupt, attempting graceful shutdown" in run["stderr"]
+
+
+def test_sigterm_exits_143(runs):
+    run = runs["sigterm"]
+    if "signalled_at" not in run:
+        pytest.skip("the run ended before its first checkpoint (see the test above)")
+    assert run["returncode"] == 143, run["stderr"][-3000:]
