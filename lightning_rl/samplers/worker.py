@@ -45,6 +45,7 @@ import threading
 import time
 import traceback
 import weakref
+from time import monotonic as _monotonic
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -82,7 +83,7 @@ __all__ = ["ParallelSamplerBase", "WorkerPool", "WorkerSpec"]
 
 QUIT, COLLECT, EVALUATE = 0, 1, 2
 COMMAND_NAMES = {QUIT: "quit", COLLECT: "collect", EVALUATE: "evaluate"}
-#: What a worker is calling on one of its envs (``_Sync.busy_call`` holds ``2 * call + evaluation``).
+#: What a worker is calling on one of its envs (``_Sync.busy_what`` holds ``8 * env + 2 * call + evaluation``).
 CONSTRUCTION, STEP, RESET = 0, 1, 2
 CALL_NAMES = ("construction", "step()", "reset()")
 CALL_VERBS = ("building", "stepping", "resetting")
@@ -141,8 +142,7 @@ class _Sync:
         # Per worker: when (time.monotonic(), one clock for all processes) its current env
         # step() or reset() began, 0 when it is in none; and which env and call that is.
         self.busy_since = ctx.RawArray("d", n_workers)
-        self.busy_env = ctx.RawArray("i", n_workers)
-        self.busy_call = ctx.RawArray("i", n_workers)
+        self.busy_what = ctx.RawArray("i", n_workers)
 
 
 class _ParentGone(Exception):
@@ -288,7 +288,7 @@ class WorkerPool:
 
     def _raise_timeout(self, w: int, elapsed: float) -> None:
         who, info = self._who(w), self._info(w)
-        env, code = self.sync.busy_env[w], self.sync.busy_call[w]
+        env, code = divmod(self.sync.busy_what[w], 8)
         call, kind = CALL_NAMES[code // 2], "eval" if code % 2 else "training"
         # The worker is stuck inside the env and cannot take the QUIT command: kill it now.
         self.procs[w].kill()
@@ -700,23 +700,35 @@ def _error_report(e: BaseException, active: tuple[bool, int, int] | None) -> tup
 class _WatchedEnv:
     """One of a worker's envs as its collectors see it: ``step()`` and ``reset()`` are stamped
     in shared memory (for ``step_timeout``) and remembered (to name the env in an error); every
-    other attribute is the env's."""
+    other attribute is the env's. Everything a stamp writes is computed here once: ``step()``
+    runs for every env step."""
 
-    def __init__(self, worker: _Worker, index: int, evaluation: bool) -> None:
+    def __init__(self, worker: _Worker, index: int, evaluation: bool, env: Any) -> None:
         self.worker = worker
         self.where = (evaluation, index)
-        self.env: Any = None
+        self.env = env
+        self._env_step, self._env_reset = env.step, env.reset
+        self._w = worker.spec.index
+        self._since, self._what = worker.sync.busy_since, worker.sync.busy_what
+        self._step = ((evaluation, index, STEP), 8 * index + 2 * STEP + evaluation)
+        self._reset = ((evaluation, index, RESET), 8 * index + 2 * RESET + evaluation)
 
-    def step(self, *args: Any, **kwargs: Any) -> Any:
-        self.worker.enter(self, STEP)
-        result = self.env.step(*args, **kwargs)
-        self.worker.leave()
+    def step(self, action: Any) -> Any:
+        worker, w = self.worker, self._w
+        worker.active, self._what[w] = self._step
+        self._since[w] = _monotonic()
+        result = self._env_step(action)
+        self._since[w] = 0.0
+        worker.active = None
         return result
 
-    def reset(self, *args: Any, **kwargs: Any) -> Any:
-        self.worker.enter(self, RESET)
-        result = self.env.reset(*args, **kwargs)
-        self.worker.leave()
+    def reset(self) -> Any:
+        worker, w = self.worker, self._w
+        worker.active, self._what[w] = self._reset
+        self._since[w] = _monotonic()
+        result = self._env_reset()
+        self._since[w] = 0.0
+        worker.active = None
         return result
 
     def __getattr__(self, name: str) -> Any:
@@ -734,25 +746,10 @@ class _Worker:
         self.active: tuple[bool, int, int] | None = None
         self.built: list[_WatchedEnv] = []
 
-    def enter(self, env: _WatchedEnv, call: int) -> None:
-        """Mark the start of ``call`` on ``env`` (in shared memory, for ``step_timeout``)."""
-        evaluation, index = env.where
-        self.active = (evaluation, index, call)
-        w, sync = self.spec.index, self.sync
-        sync.busy_env[w] = index
-        sync.busy_call[w] = 2 * call + evaluation
-        sync.busy_since[w] = time.monotonic()
-
-    def leave(self) -> None:
-        """Mark the end of the env call in progress."""
-        self.sync.busy_since[self.spec.index] = 0.0
-        self.active = None
-
     def build_env(self, sampler: ParallelSamplerBase, index: int, evaluation: bool) -> _WatchedEnv:
         """Training (or eval) env ``index`` of this rank; construction is not timed."""
-        env = _WatchedEnv(self, index, evaluation)
         self.active = (evaluation, index, CONSTRUCTION)
-        env.env = sampler.make_env(index, evaluation=evaluation)
+        env = _WatchedEnv(self, index, evaluation, sampler.make_env(index, evaluation=evaluation))
         self.active = None
         self.built.append(env)
         return env
