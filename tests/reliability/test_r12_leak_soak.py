@@ -64,3 +64,28 @@ def test_200_sampler_lifecycles_return_to_baseline():
     children, fds, shm = resources()
     assert (children, fds, shm) == baseline, "(child processes, open fds, /dev/shm entries) after vs before"
     assert rss_growth < 0.05
+
+
+def test_three_fits_in_one_process_return_to_baseline():
+    # A notebook or a sweep calls fit again and again in one process: each fit's sampler workers,
+    # shared memory and fds must go with its teardown.
+    import pytorch_lightning as pl
+
+    from lightning_rl.algos import PPO
+    from tests.algos.test_on_policy import make_trainer
+
+    def fit(seed: int) -> None:
+        pl.seed_everything(seed)
+        sampler = CpuSampler(LivesEnv, batch_T=8, batch_B=2, n_workers=2)
+        module = PPO(CategoricalPgAgent(hidden_sizes=[8]), sampler, epochs=1, minibatches=1,
+                     linear_lr_schedule=False, log_interval_steps=16)
+        make_trainer(max_epochs=2).fit(module)
+        assert module.train_state.env_steps == 32
+
+    fit(0)  # warm-up: imports, allocator caches, multiprocessing's shared-memory arena
+    baseline = resources()
+    rss_start = psutil.Process().memory_info().rss
+    for seed in (1, 2, 3):
+        fit(seed)
+    assert resources() == baseline
+    assert psutil.Process().memory_info().rss < 1.05 * rss_start
