@@ -56,7 +56,8 @@ def locked_clock_env() -> gymnasium.Env:
 
 
 def sac(sampler_cls: type, env_fn: Any) -> SAC:
-    sampler = sampler_cls(env_id=env_fn, batch_T=8, batch_B=2, **({"n_workers": 1} if sampler_cls is CpuSampler else {}))
+    workers = {"n_workers": 1} if sampler_cls is CpuSampler else {}
+    sampler = sampler_cls(env_id=env_fn, batch_T=8, batch_B=2, **workers)
     agent = SacAgent(hidden_sizes=[16], q_hidden_sizes=[16])
     return SAC(agent, sampler, batch_size=16, replay_size=1000, replay_ratio=8, min_steps_learn=16,
                total_env_steps=10_000, log_interval_steps=16)

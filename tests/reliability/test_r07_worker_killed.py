@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 import torch
 
 from lightning_rl.samplers import AlternatingSampler, CpuSampler, GpuSampler, SamplerWorkerDied
-from tests.samplers.helpers import ObsAgent, alive, make_hanging_env, wait_gone
+from tests.samplers.helpers import ObsAgent, alive, make_hanging_env, parallel_ppo_fit_command, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 PARALLEL = [CpuSampler, GpuSampler, AlternatingSampler]
@@ -77,14 +76,7 @@ def test_sigkill_of_a_worker_mid_batch_raises_sampler_worker_died(sampler_cls, t
 
 
 def test_sigkill_of_a_worker_during_fit_exits_non_zero_and_keeps_the_last_checkpoint(tmp_path):
-    cmd = [
-        sys.executable, "-m", "lightning_rl.cli", "fit", "--config", str(ROOT / "configs" / "ppo" / "cartpole.yaml"),
-        "--model.init_args.sampler.class_path", "lightning_rl.samplers.CpuSampler",
-        "--model.init_args.sampler.init_args.n_workers", "2",
-        "--trainer.enable_progress_bar", "false",
-        # One rollout per epoch: the first checkpoint comes soon.
-        "--model.init_args.log_interval_steps", "256", "--model.init_args.epochs", "2",
-    ]  # fmt: skip
+    cmd = parallel_ppo_fit_command(ROOT)
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     last = tmp_path / "lightning_logs" / "ppo_cartpole" / "checkpoints" / "last.ckpt"
     try:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,17 +28,11 @@ import psutil
 import pytest
 import torch
 
-from tests.samplers.helpers import alive, wait_gone
+from tests.samplers.helpers import alive, parallel_ppo_fit_command, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMAND = [
-    sys.executable, "-m", "lightning_rl.cli", "fit", "--config", str(ROOT / "configs" / "ppo" / "cartpole.yaml"),
-    "--model.init_args.sampler.class_path", "lightning_rl.samplers.CpuSampler",
-    "--model.init_args.sampler.init_args.n_workers", "2",
-    "--trainer.enable_progress_bar", "false",
-    # One rollout per epoch, so the first checkpoint (the cue for the signal) comes soon.
-    "--model.init_args.log_interval_steps", "256", "--model.init_args.epochs", "2",
-]  # fmt: skip
+# One rollout per epoch, so the first checkpoint (the cue for the signal) comes soon.
+COMMAND = parallel_ppo_fit_command(ROOT)
 NO_CLI_HANDLER = ["--trainer.callbacks+=lightning_rl.callbacks.RunDirectoryCallback", "--trainer.callbacks.signals=[]"]
 RUNS = {
     "sigint": (signal.SIGINT, []),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -346,3 +347,15 @@ class LivesEnv(Env):
         game_over = self.lives_left == 0
         info = LivesInfo(truncated=False, terminated=bool(lost_life), game_score=10.0, traj_done=bool(game_over))
         return EnvStep(self._obs(), 1.0, bool(lost_life), info)
+
+
+def parallel_ppo_fit_command(root: Path) -> list[str]:
+    """``lightning-rl fit`` of the PPO CartPole config on a two-worker CPU sampler, one rollout per
+    epoch (the first checkpoint comes soon), as a subprocess command."""
+    return [
+        sys.executable, "-m", "lightning_rl.cli", "fit", "--config", str(root / "configs" / "ppo" / "cartpole.yaml"),
+        "--model.init_args.sampler.class_path", "lightning_rl.samplers.CpuSampler",
+        "--model.init_args.sampler.init_args.n_workers", "2",
+        "--trainer.enable_progress_bar", "false",
+        "--model.init_args.log_interval_steps", "256", "--model.init_args.epochs", "2",
+    ]  # fmt: skip

@@ -6,7 +6,6 @@ import inspect
 
 import numpy as np
 import pytest
-from tests.samplers.helpers import ObsAgent, make_counter_env
 
 from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
@@ -21,6 +20,7 @@ from lightning_rl.samplers import (
     SerialSampler,
 )
 from lightning_rl.samplers.base import split_slices
+from tests.samplers.helpers import ObsAgent, make_counter_env
 
 ALL_SAMPLERS = [SerialSampler, CpuSampler, GpuSampler, AlternatingSampler, NoOverlapAlternatingSampler]
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.samplers.helpers import LivesEnv, ObsAgent, make_counter_env
 
 from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
 from lightning_rl.samplers import SerialSampler, collectors
 from lightning_rl.samplers.collectors import ResetCollector
+from tests.samplers.helpers import LivesEnv, ObsAgent, make_counter_env
 
 ENV_KWARGS = dict(episode_lengths=(2, 4), max_episode_steps=3)
 
@@ -170,9 +170,8 @@ def test_evaluation_does_not_disturb_training_envs():
 
 
 def test_start_envs_needs_one_generator_per_env():
-    from tests.samplers.helpers import CounterEnv
-
     from lightning_rl.envs import GymEnvWrapper
+    from tests.samplers.helpers import CounterEnv
 
     sampler = SerialSampler(make_counter_env, batch_T=2, batch_B=1)
     sampler.initialize(ObsAgent(), seed=0)

@@ -7,12 +7,12 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from tests.samplers.helpers import ObsAgent, leaves, make_counter_env
 
 from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.envs import make_env
 from lightning_rl.samplers import SerialSampler
+from tests.samplers.helpers import ObsAgent, leaves, make_counter_env
 
 
 def test_samples_match_a_hand_rolled_loop():

@@ -10,11 +10,10 @@ import sys
 import textwrap
 import time
 
-import psutil
 import pytest
 
 from lightning_rl.samplers import AlternatingSampler, CpuSampler, GpuSampler
-from tests.samplers.helpers import ObsAgent, make_counter_env
+from tests.samplers.helpers import ObsAgent, alive, make_counter_env
 
 PARALLEL = [CpuSampler, GpuSampler, AlternatingSampler]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,17 +31,6 @@ def make(sampler_cls, **env_kwargs):
     )
     sampler.initialize(ObsAgent(alternating=sampler_cls is AlternatingSampler), seed=10)
     return sampler
-
-
-def alive(pids):
-    out = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
 
 
 @pytest.mark.parametrize("sampler_cls", PARALLEL)
