@@ -10,6 +10,8 @@ Each class builds without registration (pass the class, or a ``make_*`` function
 * :class:`TwoStateChainEnv`: action 1 moves to (or keeps) the good state; staying there pays 1.
 * :class:`IdentityEnv`: reward 1 when the action equals the target shown in the observation.
 * :class:`BoxIdentityEnv`: continuous version, reward ``-(action - target)**2``.
+* :class:`MultiDiscreteTargetEnv`: ``MultiDiscrete`` actions, reward = dims matching a target.
+* :class:`MultiBinaryMatchEnv`: ``MultiBinary`` actions, reward = share of bits matching.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ __all__ = [
     "ConstantRewardEnv",
     "IdentityEnv",
     "LastStepRewardEnv",
+    "MultiBinaryMatchEnv",
+    "MultiDiscreteTargetEnv",
     "TOY_ENV_IDS",
     "TwoStateChainEnv",
     "make_constant_reward_env",
@@ -262,3 +266,131 @@ class RandomLengthEnv(gymnasium.Env):
 def make_random_length_env(max_length: int = 6, max_episode_steps: int = 4) -> gymnasium.Env:
     """:class:`RandomLengthEnv` under ``TimeLimit(max_episode_steps)``."""
     return TimeLimit(RandomLengthEnv(max_length), max_episode_steps=max_episode_steps)
+
+
+class DictTargetEnv(gymnasium.Env):
+    """A ``Dict`` observation ``{"target", "noise"}`` whose reward depends on ``"target"`` only.
+
+    Discrete (default): ``"target"`` is the float32 one-hot ``[n]`` of a random target, the action
+    ``Discrete(n)``, reward 1 when the action is the target (best mean reward 1, uniform random
+    ``1/n``). Continuous: ``"target"`` is uniform in ``[-1, 1]^n``, the action ``Box(-1, 1, (n,))``,
+    reward ``-mean(|action - target|)`` (best 0, uniform random ``-2/3``). ``"noise"`` is
+    float32 ``[noise_size]``, uniform in ``[-noise_scale, noise_scale]`` and unrelated to the
+    reward: a model must learn to ignore it. New draws every step, all from the seeded
+    ``np_random``; terminated after ``episode_length`` steps.
+
+    Args:
+        n: Size of the target (number of actions if discrete).
+        noise_size: Size of the distractor.
+        noise_scale: Bound of the distractor's values.
+        continuous: Box actions instead of discrete ones.
+        episode_length: Steps per episode.
+    """
+
+    def __init__(
+        self,
+        n: int = 4,
+        noise_size: int = 3,
+        noise_scale: float = 5.0,
+        continuous: bool = False,
+        episode_length: int = 1,
+    ) -> None:
+        if n < 1 or (n < 2 and not continuous):
+            raise ValueError(f"DictTargetEnv: n must be >= 2 (>= 1 if continuous), got {n}")
+        self.n, self.noise_size, self.noise_scale = n, noise_size, noise_scale
+        self.continuous = continuous
+        self.episode_length = episode_length
+        low = -1.0 if continuous else 0.0
+        self.observation_space = spaces.Dict(
+            {
+                "target": spaces.Box(low, 1.0, shape=(n,), dtype=np.float32),
+                "noise": spaces.Box(-noise_scale, noise_scale, shape=(noise_size,), dtype=np.float32),
+            }
+        )
+        self.action_space: spaces.Space[Any] = (
+            spaces.Box(-1.0, 1.0, shape=(n,), dtype=np.float32) if continuous else spaces.Discrete(n)
+        )
+        self._target = np.zeros(n, dtype=np.float32)
+        self._t = 0
+
+    def _draw(self) -> dict[str, np.ndarray]:
+        if self.continuous:
+            self._target = self.np_random.uniform(-1.0, 1.0, size=self.n).astype(np.float32)
+        else:
+            self._target = np.eye(self.n, dtype=np.float32)[int(self.np_random.integers(self.n))]
+        noise = self.np_random.uniform(-self.noise_scale, self.noise_scale, size=self.noise_size)
+        return {"target": self._target.copy(), "noise": noise.astype(np.float32)}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._draw(), {}
+
+    def step(self, action: Any):
+        if self.continuous:
+            a = np.clip(np.asarray(action, dtype=np.float32), -1.0, 1.0)
+            reward = -float(np.mean(np.abs(a - self._target)))
+        else:
+            reward = float(int(action) == int(np.argmax(self._target)))
+        self._t += 1
+        return self._draw(), reward, self._t >= self.episode_length, False, {}
+
+
+class MultiDiscreteTargetEnv(gymnasium.Env):
+    """One-step episodes: reward = how many action dims equal the targets shown in the observation.
+
+    Observation: float32 ``[sum(nvec)]``, each dim's target one-hot, side by side. Action:
+    ``MultiDiscrete(nvec, start)``; target ``d`` is drawn from ``start[d] + range(nvec[d])``.
+    Every episode terminates after one step; the best reward is ``len(nvec)``, a uniformly
+    random policy gets ``sum(1 / nvec)``.
+
+    Args:
+        nvec: Choices of each action dim.
+        start: Smallest value of each action dim (gymnasium's ``MultiDiscrete.start``).
+    """
+
+    def __init__(self, nvec: tuple[int, ...] = (3, 4), start: tuple[int, ...] = (0, 0)) -> None:
+        self.nvec = np.asarray(nvec, dtype=np.int64)
+        self.start = np.asarray(start, dtype=np.int64)
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(int(self.nvec.sum()),), dtype=np.float32)
+        self.action_space = spaces.MultiDiscrete(self.nvec, start=self.start)
+        self._target = self.start.copy()
+
+    def _obs(self) -> np.ndarray:
+        index = self._target - self.start
+        return np.concatenate([np.eye(n, dtype=np.float32)[t] for n, t in zip(self.nvec, index, strict=True)])
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._target = self.start + self.np_random.integers(self.nvec)
+        return self._obs(), {}
+
+    def step(self, action: Any):
+        reward = float(np.sum(np.asarray(action) == self._target))
+        return self._obs(), reward, True, False, {}
+
+
+class MultiBinaryMatchEnv(gymnasium.Env):
+    """One-step episodes: reward = the fraction of action bits equal to the observation's bits.
+
+    Observation: float32 ``[n]`` of random bits. Action: ``MultiBinary(n)``. Every episode
+    terminates after one step; the best reward is 1, a uniformly random policy gets 0.5.
+
+    Args:
+        n: Number of bits.
+    """
+
+    def __init__(self, n: int = 4) -> None:
+        self.n = n
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)
+        self.action_space = spaces.MultiBinary(n)
+        self._bits = np.zeros(n, dtype=np.int8)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._bits = self.np_random.integers(2, size=self.n).astype(np.int8)
+        return self._bits.astype(np.float32), {}
+
+    def step(self, action: Any):
+        reward = float(np.mean(np.asarray(action) == self._bits))
+        return self._bits.astype(np.float32), reward, True, False, {}

@@ -392,22 +392,64 @@ def make_target_model(model: nn.Module) -> nn.Module:
 
 
 def is_image_space(space: Any) -> bool:
-    """True for uint8 frame stacks ``[C, H, W]`` (Atari observations), which get conv models."""
+    """True for uint8 frame stacks ``[C, H, W]`` (Atari observations), which get conv models.
+
+    A ``Composite`` space is never one: its image fields are the
+    :class:`~lightning_rl.models.CompositeEncoder`'s to handle.
+    """
+    from lightning_rl.spaces import Composite
+
+    if isinstance(space, Composite):
+        return False
     shape = getattr(space, "shape", None)
     return isinstance(shape, tuple) and len(shape) == 3 and np.dtype(getattr(space, "dtype", None)) == np.uint8
 
 
-def check_observation_space(space: Any, owner: str) -> tuple[int, ...]:
-    """The observation shape of a box space.
+def check_observation_space(space: Any, owner: str) -> Any:
+    """What the models take as ``observation_shape``: the shape of a box space, or a
+    ``Composite`` space itself (dict and tuple observations, for
+    :class:`~lightning_rl.models.CompositeEncoder`).
+
+    Returns:
+        ``tuple[int, ...]`` for an ``IntBox``/``FloatBox``; the space for a ``Composite``.
 
     Raises:
-        ValueError: For spaces other than ``IntBox``/``FloatBox`` (e.g. ``Composite``).
+        ValueError: Naming the space (and the field, inside a ``Composite``) for anything the
+            models cannot encode: spaces other than ``IntBox``, ``FloatBox`` and ``Composite``
+            of them, or a ``Composite`` without fields.
     """
-    from lightning_rl.spaces import FloatBox, IntBox
+    from lightning_rl.spaces import Composite, FloatBox, IntBox
 
-    if not isinstance(space, (IntBox, FloatBox)):
-        raise ValueError(f"{owner}: observation space must be an IntBox or FloatBox, got {space!r}")
-    return tuple(int(s) for s in space.shape)
+    if isinstance(space, (IntBox, FloatBox)):
+        return tuple(int(s) for s in space.shape)
+    if not isinstance(space, Composite):
+        raise ValueError(
+            f"{owner}: observation space must be an IntBox, a FloatBox or a Composite of them, got {space!r}"
+        )
+    _check_composite(space, owner, "observation")
+    return space
+
+
+def _check_composite(space: Any, owner: str, path: str) -> None:
+    from lightning_rl.spaces import Composite, FloatBox, IntBox
+
+    if not space.spaces:
+        raise ValueError(f"{owner}: {path} space {space!r} has no fields; the models need at least one")
+    for name, sub in zip(space.names, space.spaces, strict=True):
+        if isinstance(sub, Composite):
+            _check_composite(sub, owner, f"{path}.{name}")
+        elif not isinstance(sub, (IntBox, FloatBox)):
+            raise ValueError(
+                f"{owner}: observation field {path}.{name} must be an IntBox, a FloatBox or a Composite, got {sub!r}"
+            )
+
+
+def batch_size_of(observation: Any) -> int:
+    """``B`` of an observation batch ``[B, ...]``: of its first field for dict and tuple ones."""
+    while isinstance(observation, tuple):
+        # tuple.__getitem__: a namedarraytuple's own [] indexes every field's array instead.
+        observation = tuple.__getitem__(observation, 0)
+    return int(observation.shape[0])
 
 
 def check_discrete_action_space(space: Any, owner: str) -> int:

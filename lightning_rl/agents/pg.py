@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -36,7 +37,7 @@ from lightning_rl.agents.base import (
 from lightning_rl.agents.recurrent import AlternatingRecurrentAgentMixin, RecurrentAgentMixin, rnn_state_to_samples
 from lightning_rl.data.buffers import buffer_func, buffer_to
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
-from lightning_rl.distributions import Categorical, DistInfo, DistInfoStd, Gaussian
+from lightning_rl.distributions import Bernoulli, Categorical, DistInfo, DistInfoStd, Gaussian, MultiCategorical
 from lightning_rl.models import (
     AtariFfModel,
     AtariLstmModel,
@@ -220,6 +221,15 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
 class CategoricalPgAgent(PgAgentBase):
     """Policy-gradient agent with a categorical policy over discrete actions.
 
+    The action space picks the distribution (issue 22): a scalar ``IntBox`` from 0
+    (``Discrete``) a :class:`~lightning_rl.distributions.Categorical`; a 1-D ``IntBox`` with
+    bounds 0 and 2 everywhere (``MultiBinary``) a :class:`~lightning_rl.distributions.Bernoulli`
+    per bit; any other 1-D ``IntBox`` (``MultiDiscrete``, with ``start`` offsets) a
+    :class:`~lightning_rl.distributions.MultiCategorical`, actions in the space's own values.
+    For vector spaces the model's ``action_size`` is the tuple of choices per dim, and its
+    output one softmax per dim side by side (see :class:`~lightning_rl.models.CategoricalPgHead`);
+    the Bernoulli keeps each bit's probability of 1.
+
     Args:
         hidden_sizes: MLP hidden sizes for vector observations (policy and value MLPs, or the
             MLP before the LSTM). Frames use the Atari conv model and ignore it.
@@ -243,8 +253,9 @@ class CategoricalPgAgent(PgAgentBase):
 
     Raises:
         ValueError: If ``model`` cannot build a network; at ``initialize`` if the action space is
-            not a scalar ``IntBox``, or if the network ``model`` builds is recurrent while the
-            agent is not, the reverse, or of another LSTM size.
+            neither a scalar ``IntBox`` from 0 nor a 1-D ``IntBox``, if ``lstm_size`` is set with
+            a 1-D one, or if the network ``model`` builds is recurrent while the agent is not, the
+            reverse, or of another LSTM size.
 
     Example:
         >>> from lightning_rl.envs.base import EnvSpaces
@@ -265,11 +276,19 @@ class CategoricalPgAgent(PgAgentBase):
         super().__init__(lstm_size=lstm_size, model=model)
         self.hidden_sizes = tuple(hidden_sizes)
         self.normalize_observation = normalize_observation
+        # Whether the action space is binary (make_distribution); read on every step.
+        self._bernoulli = False
 
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         name = type(self).__name__
-        action_size = check_discrete_action_space(env_spaces.action, name)
+        action_size = _discrete_action_sizes(env_spaces.action, name)
         obs_shape = check_observation_space(env_spaces.observation, name)
+        if isinstance(action_size, tuple) and self.lstm_size is not None:
+            # The LSTM models feed the previous action in one-hot over a single categorical.
+            raise ValueError(
+                f"{name}: lstm_size={self.lstm_size} is not supported with a vector action space "
+                f"(MultiDiscrete, MultiBinary), got action space {env_spaces.action!r}: set lstm_size=None"
+            )
         if is_image_space(env_spaces.observation):
             return {"image_shape": obs_shape, "output_size": action_size}
         return {"observation_shape": obs_shape, "action_size": action_size}
@@ -289,14 +308,51 @@ class CategoricalPgAgent(PgAgentBase):
             return CategoricalPgLstmModel(**kwargs, lstm_size=lstm_size, **common)
         return CategoricalPgMlpModel(**kwargs, **common)
 
-    def make_distribution(self, env_spaces: Any) -> Categorical:
-        return Categorical(dim=int(env_spaces.action.n))
+    def make_distribution(self, env_spaces: Any) -> Categorical | MultiCategorical | Bernoulli:
+        space = env_spaces.action
+        self._bernoulli = False
+        if not space.shape:
+            return Categorical(dim=int(space.n))
+        low = np.broadcast_to(space.low, space.shape).reshape(-1)
+        high = np.broadcast_to(space.high, space.shape).reshape(-1)
+        if np.all(low == 0) and np.all(high == 2):
+            self._bernoulli = True
+            return Bernoulli(dim=low.size)
+        return MultiCategorical(nvec=(high - low).tolist(), low=low.tolist())
 
     def make_dist_info(self, prob: torch.Tensor) -> DistInfo:
+        if self._bernoulli:
+            # The model gives each bit a softmax over (0, 1); Bernoulli keeps P(bit = 1).
+            return DistInfo(prob=prob[..., 1::2])
         return DistInfo(prob=prob)
 
     def mode_action(self, dist_info: DistInfo) -> torch.Tensor:
+        if isinstance(self.distribution, (MultiCategorical, Bernoulli)):
+            return self.distribution.mode(dist_info)
         return dist_info.prob.argmax(dim=-1)
+
+
+def _discrete_action_sizes(space: Any, owner: str) -> int | tuple[int, ...]:
+    """What a categorical PG model's ``action_size`` is for ``space``.
+
+    A scalar ``IntBox`` from 0 (``Discrete``) gives its number of actions; a 1-D ``IntBox``
+    (``MultiDiscrete`` with any ``start``, ``MultiBinary``) gives the number of choices of each
+    dim, ``high - low``.
+
+    Raises:
+        ValueError: Naming the space for anything else (a ``FloatBox``, a scalar ``IntBox`` not
+            starting at 0, an ``IntBox`` of two or more dims).
+    """
+    from lightning_rl.spaces import IntBox
+
+    if isinstance(space, IntBox) and len(space.shape) == 1:
+        return tuple(int(n) for n in np.broadcast_to(space.n, space.shape))
+    if isinstance(space, IntBox) and len(space.shape) > 1:
+        raise ValueError(
+            f"{owner} needs a scalar or 1-D IntBox action space (Discrete, MultiDiscrete, MultiBinary), got "
+            f"action space {space!r}: flatten the action space of the env"
+        )
+    return check_discrete_action_space(space, owner)
 
 
 class GaussianPgAgent(PgAgentBase):

@@ -29,6 +29,7 @@ from torch import nn
 from lightning_rl.agents.base import (
     AgentStep,
     BaseAgent,
+    batch_size_of,
     check_continuous_action_space,
     check_model_factory,
     check_observation_space,
@@ -196,7 +197,7 @@ class QpgAgentBase(BaseAgent):
         """
         if self.mode == "eval" or not (self._pretraining and self.pretrain_uniform):
             return None
-        shape = (observation.shape[0], self.action_scale.shape[0])
+        shape = (batch_size_of(observation), self.action_scale.shape[0])
         return torch.rand(shape, device=self.device).mul_(2.0).sub_(1.0)
 
     def sampling_distribution(self) -> Gaussian | UniformActions:

@@ -200,6 +200,8 @@ def samples_to_buffer(samples: Any) -> SamplesToBuffer:
 def frame_stack_of(observation: Any) -> int | None:
     """Frames per observation when the sampler's observations are ``[T, B, frames, H, W]`` uint8
     Atari stacks (the replay then stores each frame once), else None."""
+    if isinstance(observation, tuple):  # dict/tuple observations are stored field by field (issue 22)
+        return None
     if observation.dtype.name == "uint8" and observation.ndim == 5:
         return int(observation.shape[2])
     return None

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from lightning_rl.agents.base import AgentInputs
+from lightning_rl.agents.base import AgentInputs, batch_size_of
 
 __all__ = [
     "QpgBatch",
@@ -80,9 +80,14 @@ def split_updates(agent: Any, batch: Any, reward_scale: float, bootstrap_timelim
     return [QpgBatch(AgentInputs(*row[:3]), row[3], row[4], row[5], AgentInputs(*row[6:])) for row in rows]
 
 
-def _unbind(x: torch.Tensor | None) -> Iterable[torch.Tensor | None]:
-    """The ``K`` views ``x[k]`` of a ``[K, ...]`` tensor; Nones (absent inputs) for ever."""
-    return x.unbind(0) if isinstance(x, torch.Tensor) else itertools.repeat(None)
+def _unbind(x: Any) -> Iterable[Any]:
+    """The ``K`` views ``x[k]`` of a ``[K, ...]`` tensor or namedarraytuple (dict and tuple
+    observations, issue 22: indexing one indexes every field); Nones (absent inputs) for ever."""
+    if isinstance(x, torch.Tensor):
+        return x.unbind(0)
+    if isinstance(x, tuple):
+        return [x[k] for k in range(batch_size_of(x))]
+    return itertools.repeat(None)
 
 
 def n_step_target(

@@ -19,12 +19,16 @@ from lightning_rl.models.atari import (
     atari_encoder,
 )
 from lightning_rl.models.base import (
+    CompositeEncoder,
     FeedForwardModel,
     ImageEncoder,
     ModelFactory,
+    ObservationShape,
     RecurrentModel,
     VectorEncoder,
+    image_layout,
     is_recurrent_model,
+    make_encoder,
 )
 from lightning_rl.models.blocks import (
     Conv2dHeadModel,
@@ -65,6 +69,7 @@ __all__ = [
     "CategoricalPgHead",
     "CategoricalPgLstmModel",
     "CategoricalPgMlpModel",
+    "CompositeEncoder",
     "Conv2dHeadModel",
     "Conv2dModel",
     "DistributionalDuelingHeadModel",
@@ -80,6 +85,7 @@ __all__ = [
     "MlpModel",
     "ModelFactory",
     "MuMlpModel",
+    "ObservationShape",
     "PiMlpModel",
     "QofMuMlpModel",
     "R2d1MlpModel",
@@ -90,8 +96,10 @@ __all__ = [
     "VectorEncoder",
     "atari_encoder",
     "conv2d_output_shape",
+    "image_layout",
     "init_orthogonal_",
     "is_recurrent_model",
+    "make_encoder",
     "make_q_head",
     "scale_grad",
     "strip_ddp_state_dict",

@@ -4,7 +4,8 @@ A task model is ``encoder -> [LSTM core ->] head``:
 
 * the encoder turns one observation into a feature vector (:class:`VectorEncoder` flattens,
   optionally normalizes and runs an MLP; :class:`ImageEncoder` scales uint8 frames and runs a
-  conv stack);
+  conv stack; :class:`CompositeEncoder` runs one of those per field of a dict or tuple
+  observation and concatenates the features; :func:`make_encoder` picks from the space);
 * :class:`FeedForwardModel` and :class:`RecurrentModel` handle the ``[]``, ``[B]`` or
   ``[T, B]`` leading dims once, so concrete models only choose their parts.
 """
@@ -14,8 +15,9 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -23,8 +25,20 @@ from lightning_rl.data import infer_leading_dims, restore_leading_dims
 from lightning_rl.models.blocks import Conv2dHeadModel, MlpModel
 from lightning_rl.models.normalization import RunningMeanStdModel
 from lightning_rl.models.recurrent import LstmCore, RnnState
+from lightning_rl.spaces import Composite, FloatBox, IntBox
 
-__all__ = ["FeedForwardModel", "ImageEncoder", "ModelFactory", "RecurrentModel", "VectorEncoder", "is_recurrent_model"]
+__all__ = [
+    "CompositeEncoder",
+    "FeedForwardModel",
+    "ImageEncoder",
+    "ModelFactory",
+    "ObservationShape",
+    "RecurrentModel",
+    "VectorEncoder",
+    "image_layout",
+    "is_recurrent_model",
+    "make_encoder",
+]
 
 
 # Stacks a tensor from every DDP rank (``LightningModule.all_gather``).
@@ -39,6 +53,11 @@ AllGather = Callable[[torch.Tensor], torch.Tensor]
 #:       class_path: lightning_rl.models.CategoricalPgMlpModel
 #:       init_args: {hidden_sizes: [128, 128], hidden_nonlinearity: torch.nn.ReLU}
 ModelFactory = Callable[[Sequence[int], int], nn.Module]
+
+#: What the ``observation_shape`` argument of the vector models takes: the shape of one array
+#: observation, or the :class:`~lightning_rl.spaces.Composite` space of a dict or tuple
+#: observation (the agents pass the space itself; see :func:`make_encoder`).
+ObservationShape = Sequence[int] | Composite
 
 
 def is_recurrent_model(model: nn.Module) -> bool:
@@ -57,7 +76,10 @@ def is_recurrent_model(model: nn.Module) -> bool:
 
 
 class Encoder(Protocol):
-    """What the model skeletons need of an encoder (:class:`VectorEncoder`, :class:`ImageEncoder`)."""
+    """What the model skeletons need of an encoder (:class:`VectorEncoder`, :class:`ImageEncoder`,
+    :class:`CompositeEncoder`, whose observations are tuples and whose ``obs_ndim`` is that of
+    its first leaf).
+    """
 
     obs_ndim: int
 
@@ -181,6 +203,210 @@ class ImageEncoder(nn.Module):
         return self.conv(x)
 
 
+def image_layout(space: Any) -> str | None:
+    """``"CHW"`` or ``"HWC"`` for a uint8 image space, None for any other space.
+
+    An image is a 3-D ``uint8`` box. Its channels are last when the last dim has at most 4
+    entries (grey, RGB, RGBA) and the first has more; otherwise first (Atari frame stacks
+    ``[4, 84, 84]``, and tiny images where both ends are <= 4). Decided from the space alone,
+    never from an env id.
+    """
+    if not isinstance(space, (IntBox, FloatBox)) or np.dtype(space.dtype) != np.uint8 or len(space.shape) != 3:
+        return None
+    return "HWC" if space.shape[-1] <= 4 < space.shape[0] else "CHW"
+
+
+def _field(observation: Any, index: int) -> Any:
+    # tuple.__getitem__: a namedarraytuple's own [] indexes every field's array instead.
+    return tuple.__getitem__(observation, index)
+
+
+class CompositeEncoder(nn.Module):
+    """One encoder per field of a dict or tuple observation; their features concatenated.
+
+    Each field's encoder is chosen from its sub-space: uint8 images ([C, H, W] or [H, W, C], see
+    :func:`image_layout`) get an :class:`ImageEncoder` (channels-last images are permuted
+    first), other boxes a :class:`VectorEncoder` without MLP (flattened, normalized with their
+    own running statistics if ``normalize_observation``; images never are), nested
+    :class:`~lightning_rl.spaces.Composite` spaces a nested ``CompositeEncoder``. An optional
+    MLP runs on the concatenation (the MLP before an LSTM core).
+
+    Observations are namedtuples, namedarraytuples or plain tuples in the space's field order,
+    every leaf with the same leading dims. The sub-encoders are a ``ModuleList``
+    (``encoders.<i>...`` in ``state_dict``): a dict key such as ``"values"`` or ``"train"``
+    would clash with ``ModuleDict``'s own attributes.
+
+    Args:
+        space: The observation space.
+        hidden_sizes: MLP on the concatenated features; empty or None for none.
+        nonlinearity: Module class after every hidden layer of that MLP and of the image encoders.
+        normalize_observation: Normalize vector fields with running mean/std, updated by
+            :meth:`update_obs_rms`.
+        norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
+        norm_obs_var_clip: Lower bound on the running variance.
+        image_fc_size: Size of the fully connected layer after each image field's convs.
+
+    Raises:
+        ValueError: If ``space`` is no ``Composite``, has no field, or has a field that is no
+            ``IntBox``, ``FloatBox`` or ``Composite``.
+    """
+
+    def __init__(
+        self,
+        space: Composite,
+        hidden_sizes: int | Sequence[int] | None = None,
+        nonlinearity: type[nn.Module] = nn.ReLU,
+        normalize_observation: bool = False,
+        norm_obs_clip: float = 10.0,
+        norm_obs_var_clip: float = 1e-6,
+        image_fc_size: int = 256,
+    ) -> None:
+        super().__init__()
+        if not isinstance(space, Composite) or not space.spaces:
+            raise ValueError(f"space must be a Composite with at least one field, got {space!r}")
+        self.names = space.names
+        encoders: list[VectorEncoder | ImageEncoder | CompositeEncoder] = []
+        layouts: list[str | None] = []
+        for name, sub in zip(space.names, space.spaces, strict=True):
+            layout = image_layout(sub)
+            if layout is not None:
+                encoders.append(_small_image_encoder(sub.shape, layout, image_fc_size, nonlinearity))
+            elif isinstance(sub, Composite):
+                encoders.append(
+                    CompositeEncoder(
+                        sub, None, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip, image_fc_size
+                    )
+                )
+            elif isinstance(sub, (IntBox, FloatBox)):
+                encoders.append(
+                    VectorEncoder(
+                        sub.shape,
+                        normalize_observation=normalize_observation,
+                        norm_obs_clip=norm_obs_clip,
+                        norm_obs_var_clip=norm_obs_var_clip,
+                    )
+                )
+            else:
+                raise ValueError(f"space: field {name!r} has {sub!r}; fields must be IntBox, FloatBox or Composite")
+            layouts.append(layout)
+        self.encoders = nn.ModuleList(encoders)
+        self.channels_last = tuple(layout == "HWC" for layout in layouts)
+        self.mlp = MlpModel(sum(e.output_size for e in encoders), hidden_sizes, nonlinearity=nonlinearity)
+        # Leading dims are read off the first leaf: its field path and number of data dims.
+        first: nn.Module = self
+        self._first_path: list[int] = []
+        while isinstance(first, CompositeEncoder):
+            self._first_path.append(0)
+            first = first.encoders[0]
+        #: Data dims of the first leaf, from which the leading dims are read.
+        self.obs_ndim = len(sub_shape(space, self._first_path))
+
+    @property
+    def output_size(self) -> int:
+        """Size of the features: the sum of the fields' sizes, or the MLP's output size."""
+        return self.mlp.output_size
+
+    def infer_leading_dims(self, observation: Any) -> tuple[int, int, int]:
+        """``(lead_dim, T, B)`` of ``observation`` (as :func:`~lightning_rl.data.infer_leading_dims`).
+
+        Raises:
+            ValueError: If the first leaf has too few or too many dims.
+        """
+        leaf = observation
+        for i in self._first_path:
+            leaf = _field(leaf, i)
+        lead_dim, T, B, _ = infer_leading_dims(leaf, self.obs_ndim)
+        return lead_dim, T, B
+
+    def flatten_leading_dims(self, observation: Any, lead_dim: int, N: int) -> tuple[Any, ...]:
+        """The fields of ``observation`` (nested tuples, in field order) with leading dims ``[N]``."""
+        out = []
+        for i, encoder in enumerate(self.encoders):
+            x = _field(observation, i)
+            if isinstance(encoder, CompositeEncoder):
+                out.append(encoder.flatten_leading_dims(x, lead_dim, N))
+            else:
+                out.append(x.reshape((N,) + tuple(x.shape[lead_dim:])))
+        return tuple(out)
+
+    def update_obs_rms(self, observation: Any, all_gather: AllGather | None = None) -> None:
+        """Update every vector field's running statistics with observations of any leading dims."""
+        for i, encoder in enumerate(self.encoders):
+            cast(Encoder, encoder).update_obs_rms(_field(observation, i), all_gather)
+
+    def forward(self, observation: Any) -> torch.Tensor:
+        """Features ``[N, output_size]`` of observations whose leaves are ``[N, *field_shape]``."""
+        features = []
+        for i, encoder in enumerate(self.encoders):
+            x = _field(observation, i)
+            if self.channels_last[i]:
+                x = x.permute(0, 3, 1, 2)
+            features.append(encoder(x))
+        return self.mlp(torch.cat(features, dim=-1))
+
+
+def sub_shape(space: Composite, path: Sequence[int]) -> tuple[int, ...]:
+    """Shape of the sub-space of ``space`` at field indexes ``path`` (nested Composites)."""
+    sub: Any = space
+    for i in path:
+        sub = sub.spaces[i]
+    return tuple(int(s) for s in sub.shape)
+
+
+def _small_image_encoder(
+    shape: Sequence[int], layout: str, fc_size: int, nonlinearity: type[nn.Module]
+) -> ImageEncoder:
+    """Nature DQN convs for images of 36 pixels or more a side, else two 3x3 convs (stride 2, 1)."""
+    c, h, w = (shape[2], shape[0], shape[1]) if layout == "HWC" else tuple(shape)
+    if min(h, w) >= 36:
+        convs: dict[str, Any] = dict(channels=(32, 64, 64), kernel_sizes=(8, 4, 3), strides=(4, 2, 1))
+    else:
+        # Padding 1 keeps 3x3 convs valid down to 1x1 images.
+        convs = dict(channels=(16, 32), kernel_sizes=(3, 3), strides=(2, 1), paddings=(1, 1))
+    return ImageEncoder((c, h, w), fc_sizes=fc_size, nonlinearity=nonlinearity, **convs)
+
+
+def make_encoder(
+    observation_shape: ObservationShape,
+    hidden_sizes: int | Sequence[int] | None = None,
+    nonlinearity: type[nn.Module] = nn.ReLU,
+    normalize_observation: bool = False,
+    norm_obs_clip: float = 10.0,
+    norm_obs_var_clip: float = 1e-6,
+) -> VectorEncoder | CompositeEncoder:
+    """The encoder of the vector models: a :class:`VectorEncoder` for an array shape, a
+    :class:`CompositeEncoder` for a ``Composite`` space (dict and tuple observations).
+
+    Args:
+        observation_shape: Shape of one observation, or its ``Composite`` space.
+        hidden_sizes: MLP hidden sizes (on the concatenated fields for a ``Composite``).
+        nonlinearity: Module class after every hidden layer.
+        normalize_observation: Running mean/std normalization (per vector field for a ``Composite``).
+        norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
+        norm_obs_var_clip: Lower bound on the running variance.
+    """
+    if isinstance(observation_shape, Composite):
+        return CompositeEncoder(
+            observation_shape, hidden_sizes, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip
+        )
+    return VectorEncoder(
+        observation_shape, hidden_sizes, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip
+    )
+
+
+def flatten_observation(encoder: Any, observation: Any) -> tuple[Any, int, int, int]:
+    """``(observation with leading dims [T * B], lead_dim, T, B)`` for ``encoder``.
+
+    Arrays go through :func:`~lightning_rl.data.infer_leading_dims` with the encoder's
+    ``obs_ndim``; tuple observations through the :class:`CompositeEncoder`'s own methods.
+    """
+    if isinstance(observation, torch.Tensor):
+        lead_dim, T, B, shape = infer_leading_dims(observation, encoder.obs_ndim)
+        return observation.reshape((T * B,) + shape), lead_dim, T, B
+    lead_dim, T, B = encoder.infer_leading_dims(observation)
+    return encoder.flatten_leading_dims(observation, lead_dim, T * B), lead_dim, T, B
+
+
 class FeedForwardModel(nn.Module):
     """``encoder -> head -> outputs``, over inputs with leading dims ``[]``, ``[B]`` or ``[T, B]``.
 
@@ -201,25 +427,30 @@ class FeedForwardModel(nn.Module):
         """Post-process the head's ``[N, ...]`` output (identity by default)."""
         return head_output
 
-    def update_obs_rms(self, observation: torch.Tensor, all_gather: AllGather | None = None) -> None:
+    def update_obs_rms(self, observation: Any, all_gather: AllGather | None = None) -> None:
         """Update running observation statistics (no-op unless ``normalize_observation``)."""
         self.encoder.update_obs_rms(observation, all_gather)
 
     def forward(
         self,
-        observation: torch.Tensor,
+        observation: Any,
         prev_action: torch.Tensor | None = None,
         prev_reward: torch.Tensor | None = None,
     ) -> Any:
         """Outputs with the leading dims of ``observation`` (``[]``, ``[B]`` or ``[T, B]``).
 
         Args:
-            observation: ``[..., *observation_shape]``.
+            observation: ``[..., *observation_shape]``, or a tuple of such fields (dict and tuple
+                observations, :class:`CompositeEncoder`).
             prev_action: Unused by feed-forward models (kept for the common signature).
             prev_reward: Unused by feed-forward models.
         """
-        lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
-        out = self.outputs(self.head(self.encoder(observation.reshape((T * B,) + shape))))
+        if isinstance(observation, torch.Tensor):
+            lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
+            observation = observation.reshape((T * B,) + shape)
+        else:  # dict or tuple observation (CompositeEncoder)
+            observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
+        out = self.outputs(self.head(self.encoder(observation)))
         return restore_leading_dims(out, lead_dim, T, B)
 
 
@@ -246,7 +477,7 @@ class RecurrentModel(nn.Module):
         """Post-process the head's ``[N, ...]`` output (identity by default)."""
         return head_output
 
-    def update_obs_rms(self, observation: torch.Tensor, all_gather: AllGather | None = None) -> None:
+    def update_obs_rms(self, observation: Any, all_gather: AllGather | None = None) -> None:
         """Update running observation statistics (no-op unless ``normalize_observation``)."""
         self.encoder.update_obs_rms(observation, all_gather)
 
@@ -262,7 +493,7 @@ class RecurrentModel(nn.Module):
 
     def forward(
         self,
-        observation: torch.Tensor,
+        observation: Any,
         prev_action: torch.Tensor,
         prev_reward: torch.Tensor,
         init_rnn_state: RnnState | None = None,
@@ -270,7 +501,8 @@ class RecurrentModel(nn.Module):
         """Outputs with the leading dims of ``observation``, then the next ``RnnState``.
 
         Args:
-            observation: ``[..., *observation_shape]``.
+            observation: ``[..., *observation_shape]``, or a tuple of such fields (dict and tuple
+                observations, :class:`CompositeEncoder`).
             prev_action: ``[...]`` long indexes (discrete) or ``[..., action_size]``.
             prev_reward: ``[...]``.
             init_rnn_state: ``RnnState`` of ``[num_layers, B, lstm_size]`` tensors; None for zeros.
@@ -278,8 +510,12 @@ class RecurrentModel(nn.Module):
         Returns:
             The head's outputs (each ``[..., ...]``) followed by the next ``RnnState``.
         """
-        lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
-        features = self.encoder(observation.reshape((T * B,) + shape))
+        if isinstance(observation, torch.Tensor):
+            lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
+            observation = observation.reshape((T * B,) + shape)
+        else:  # dict or tuple observation (CompositeEncoder)
+            observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
+        features = self.encoder(observation)
         lstm_out, next_rnn_state = self.lstm(features, prev_action, prev_reward, init_rnn_state, T, B)
         out = restore_leading_dims(self.outputs(self.head(lstm_out)), lead_dim, T, B)
         return (*out, next_rnn_state) if isinstance(out, tuple) else (out, next_rnn_state)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lightning_rl.models.base import FeedForwardModel, RecurrentModel, VectorEncoder
+from lightning_rl.models.base import FeedForwardModel, ObservationShape, RecurrentModel, make_encoder
 from lightning_rl.models.blocks import make_q_head
 from lightning_rl.models.recurrent import LstmCore
 
@@ -21,7 +21,8 @@ class DqnMlpModel(FeedForwardModel):
     """MLP (or dueling MLP) with one Q-value per action.
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Number of actions.
         hidden_sizes: Hidden sizes (of each stream if dueling).
         dueling: Dueling head (Wang et al. 2016): separate value and advantage MLPs.
@@ -31,12 +32,12 @@ class DqnMlpModel(FeedForwardModel):
 
     def __init__(
         self,
-        observation_shape: Sequence[int],
+        observation_shape: ObservationShape,
         action_size: int,
         hidden_sizes: Sequence[int] = (64, 64),
         dueling: bool = False,
     ) -> None:
-        encoder = VectorEncoder(observation_shape)
+        encoder = make_encoder(observation_shape)
         super().__init__(encoder, make_q_head(encoder.output_size, hidden_sizes, action_size, dueling))
 
 
@@ -44,7 +45,8 @@ class CatDqnMlpModel(FeedForwardModel):
     """MLP (or dueling MLP) with ``n_atoms`` return probabilities per action (Bellemare et al. 2017).
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Number of actions.
         hidden_sizes: Hidden sizes (of each stream if dueling).
         n_atoms: Atoms of each return distribution.
@@ -55,13 +57,13 @@ class CatDqnMlpModel(FeedForwardModel):
 
     def __init__(
         self,
-        observation_shape: Sequence[int],
+        observation_shape: ObservationShape,
         action_size: int,
         hidden_sizes: Sequence[int] = (64, 64),
         n_atoms: int = 51,
         dueling: bool = False,
     ) -> None:
-        encoder = VectorEncoder(observation_shape)
+        encoder = make_encoder(observation_shape)
         super().__init__(encoder, make_q_head(encoder.output_size, hidden_sizes, action_size, dueling, n_atoms))
         #: Atoms of each return distribution (agents check it against their own support).
         self.n_atoms = int(n_atoms)
@@ -76,7 +78,8 @@ class R2d1MlpModel(RecurrentModel):
     dueling Q head: R2D1 (Kapturowski et al. 2019) for vector observations.
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Number of actions.
         hidden_sizes: Hidden sizes of the MLP before the LSTM (ReLU).
         lstm_size: LSTM hidden size.
@@ -88,13 +91,13 @@ class R2d1MlpModel(RecurrentModel):
 
     def __init__(
         self,
-        observation_shape: Sequence[int],
+        observation_shape: ObservationShape,
         action_size: int,
         hidden_sizes: Sequence[int] = (128,),
         lstm_size: int = 128,
         head_size: int = 128,
         dueling: bool = False,
     ) -> None:
-        encoder = VectorEncoder(observation_shape, hidden_sizes)
+        encoder = make_encoder(observation_shape, hidden_sizes)
         lstm = LstmCore(encoder.output_size, action_size, lstm_size, discrete_action=True)
         super().__init__(encoder, lstm, make_q_head(lstm.output_size, head_size, action_size, dueling))

@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import overload
 
 import torch
 from torch import nn
 
-from lightning_rl.models.base import FeedForwardModel, RecurrentModel, VectorEncoder
+from lightning_rl.models.base import (
+    CompositeEncoder,
+    FeedForwardModel,
+    ObservationShape,
+    RecurrentModel,
+    VectorEncoder,
+    make_encoder,
+)
 from lightning_rl.models.blocks import MlpModel, init_orthogonal_
 from lightning_rl.models.recurrent import LstmCore
 
@@ -37,7 +45,10 @@ class CategoricalPgHead(nn.Module):
 
     Args:
         input_size: Size of the features.
-        action_size: Number of actions.
+        action_size: Number of actions; or, for a vector of independent discrete actions
+            (``MultiDiscrete``, ``MultiBinary``), the number of choices of each action dim
+            (``nvec``): the output then holds one softmax per dim, side by side (see
+            :class:`~lightning_rl.distributions.MultiCategorical`).
         hidden_sizes: Hidden sizes of each of the two MLPs (policy, value); None for linear.
         nonlinearity: Module class after every hidden layer.
         orthogonal_init: Orthogonal init, gain 0.01 on the policy output and 1 on the value
@@ -47,21 +58,34 @@ class CategoricalPgHead(nn.Module):
     def __init__(
         self,
         input_size: int,
-        action_size: int,
+        action_size: int | Sequence[int],
         hidden_sizes: int | Sequence[int] | None = None,
         nonlinearity: type[nn.Module] = nn.Tanh,
         orthogonal_init: bool = True,
     ) -> None:
         super().__init__()
-        self.pi = MlpModel(input_size, hidden_sizes, action_size, nonlinearity)
+        sizes = _check_action_size(action_size)
+        #: Choices of each action dim (None for one categorical); equal ones reshape, others split.
+        self.nvec = sizes if isinstance(sizes, tuple) else None
+        self._equal_nvec = self.nvec is not None and len(set(self.nvec)) == 1
+        out_size = sum(sizes) if isinstance(sizes, tuple) else sizes
+        self.pi = MlpModel(input_size, hidden_sizes, out_size, nonlinearity)
         self.value = MlpModel(input_size, hidden_sizes, 1, nonlinearity)
         if orthogonal_init:
             init_orthogonal_(self.pi, _HIDDEN_GAIN, _POLICY_GAIN)
             init_orthogonal_(self.value, _HIDDEN_GAIN, _VALUE_GAIN)
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(pi [N, action_size] probabilities, value [N])`` from features ``[N, input_size]``."""
-        return torch.softmax(self.pi(features), dim=-1), self.value(features).squeeze(-1)
+        """``(pi [N, A] probabilities, value [N])`` from features ``[N, input_size]``;
+        ``A = sum(nvec)`` for a sequence ``action_size``, each dim's block summing to one."""
+        logits = self.pi(features)
+        value = self.value(features).squeeze(-1)
+        if self.nvec is None:
+            return torch.softmax(logits, dim=-1), value
+        if self._equal_nvec:
+            n = self.nvec[0]
+            return torch.softmax(logits.view(-1, len(self.nvec), n), dim=-1).view(logits.shape), value
+        return torch.cat([torch.softmax(z, dim=-1) for z in logits.split(self.nvec, dim=-1)], dim=-1), value
 
 
 class GaussianPgHead(nn.Module):
@@ -103,7 +127,21 @@ class GaussianPgHead(nn.Module):
         return mu, self.log_std.expand_as(mu), self.value(features).squeeze(-1)
 
 
-def _check_action_size(action_size: int) -> int:
+@overload
+def _check_action_size(action_size: int) -> int: ...
+
+
+@overload
+def _check_action_size(action_size: int | Sequence[int]) -> int | tuple[int, ...]: ...
+
+
+def _check_action_size(action_size: int | Sequence[int]) -> int | tuple[int, ...]:
+    """``action_size`` as an int, or as a tuple of ints for a sequence (the categorical heads' ``nvec``)."""
+    if isinstance(action_size, Sequence):
+        sizes = tuple(int(a) for a in action_size)
+        if not sizes or any(a < 1 for a in sizes):
+            raise ValueError(f"action_size must be a positive int or a non-empty sequence of them, got {action_size}")
+        return sizes
     if int(action_size) < 1:
         raise ValueError(f"action_size must be a positive int, got {action_size}")
     return int(action_size)
@@ -113,7 +151,8 @@ class CategoricalPgMlpModel(FeedForwardModel):
     """Policy and value MLPs for discrete actions (A2C/PPO on vector observations).
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Number of actions.
         hidden_sizes: Hidden sizes of the policy MLP and of the value MLP.
         hidden_nonlinearity: Module class after every hidden layer.
@@ -128,7 +167,7 @@ class CategoricalPgMlpModel(FeedForwardModel):
 
     def __init__(
         self,
-        observation_shape: Sequence[int],
+        observation_shape: ObservationShape,
         action_size: int,
         hidden_sizes: Sequence[int] = (64, 64),
         hidden_nonlinearity: type[nn.Module] = nn.Tanh,
@@ -137,7 +176,7 @@ class CategoricalPgMlpModel(FeedForwardModel):
         norm_obs_var_clip: float = 1e-6,
         orthogonal_init: bool = True,
     ) -> None:
-        encoder = VectorEncoder(
+        encoder = make_encoder(
             observation_shape,
             normalize_observation=normalize_observation,
             norm_obs_clip=norm_obs_clip,
@@ -153,7 +192,8 @@ class GaussianPgMlpModel(FeedForwardModel):
     """Mean and value MLPs plus a learned log std for continuous actions (rlpyt ``MujocoFfModel``).
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Size of the action vector.
         hidden_sizes: Hidden sizes of the mean MLP and of the value MLP.
         hidden_nonlinearity: Module class after every hidden layer.
@@ -169,7 +209,7 @@ class GaussianPgMlpModel(FeedForwardModel):
 
     def __init__(
         self,
-        observation_shape: Sequence[int],
+        observation_shape: ObservationShape,
         action_size: int,
         hidden_sizes: Sequence[int] = (64, 64),
         hidden_nonlinearity: type[nn.Module] = nn.Tanh,
@@ -180,7 +220,7 @@ class GaussianPgMlpModel(FeedForwardModel):
         norm_obs_var_clip: float = 1e-6,
         orthogonal_init: bool = True,
     ) -> None:
-        encoder = VectorEncoder(
+        encoder = make_encoder(
             observation_shape,
             normalize_observation=normalize_observation,
             norm_obs_clip=norm_obs_clip,
@@ -199,7 +239,7 @@ class GaussianPgMlpModel(FeedForwardModel):
 
 
 def _pg_lstm_parts(
-    observation_shape: Sequence[int],
+    observation_shape: ObservationShape,
     action_size: int,
     hidden_sizes: Sequence[int],
     lstm_size: int,
@@ -209,8 +249,8 @@ def _pg_lstm_parts(
     norm_obs_clip: float,
     norm_obs_var_clip: float,
     orthogonal_init: bool,
-) -> tuple[VectorEncoder, LstmCore]:
-    encoder = VectorEncoder(
+) -> tuple[VectorEncoder | CompositeEncoder, LstmCore]:
+    encoder = make_encoder(
         observation_shape, hidden_sizes, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip
     )
     lstm = LstmCore(encoder.output_size, _check_action_size(action_size), lstm_size, discrete_action)
@@ -224,7 +264,8 @@ class CategoricalPgLstmModel(RecurrentModel):
     """MLP into an LSTM (with one-hot previous action and previous reward) for discrete actions.
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Number of actions.
         hidden_sizes: Hidden sizes of the MLP before the LSTM.
         lstm_size: LSTM hidden size.
@@ -240,7 +281,7 @@ class CategoricalPgLstmModel(RecurrentModel):
 
     def __init__(
         self,
-        observation_shape: Sequence[int],
+        observation_shape: ObservationShape,
         action_size: int,
         hidden_sizes: Sequence[int] = (256,),
         lstm_size: int = 256,
@@ -270,7 +311,8 @@ class GaussianPgLstmModel(RecurrentModel):
     """MLP into an LSTM (with previous action and reward) for continuous actions.
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Size of the action vector.
         hidden_sizes: Hidden sizes of the MLP before the LSTM.
         lstm_size: LSTM hidden size.
@@ -288,7 +330,7 @@ class GaussianPgLstmModel(RecurrentModel):
 
     def __init__(
         self,
-        observation_shape: Sequence[int],
+        observation_shape: ObservationShape,
         action_size: int,
         hidden_sizes: Sequence[int] = (256,),
         lstm_size: int = 256,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
 from lightning_rl.data import infer_leading_dims, restore_leading_dims
-from lightning_rl.models.base import FeedForwardModel, VectorEncoder
+from lightning_rl.models.base import FeedForwardModel, ObservationShape, flatten_observation, make_encoder
 from lightning_rl.models.blocks import MlpModel
 
 __all__ = ["MuMlpModel", "PiMlpModel", "QofMuMlpModel"]
@@ -18,7 +19,8 @@ class MuMlpModel(FeedForwardModel):
     """Deterministic policy ``mu(s) = output_max * tanh(MLP(s))`` (DDPG, TD3).
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's DDPG default ``(400, 300)``.
         output_max: Bound of the action (actions in ``[-output_max, output_max]``).
@@ -28,14 +30,14 @@ class MuMlpModel(FeedForwardModel):
 
     def __init__(
         self,
-        observation_shape: Sequence[int],
+        observation_shape: ObservationShape,
         action_size: int,
         hidden_sizes: Sequence[int] = (400, 300),
         output_max: float = 1.0,
     ) -> None:
         if output_max <= 0:
             raise ValueError(f"output_max must be positive, got {output_max}")
-        encoder = VectorEncoder(observation_shape)
+        encoder = make_encoder(observation_shape)
         super().__init__(encoder, MlpModel(encoder.output_size, hidden_sizes, action_size))
         self.output_max = float(output_max)
 
@@ -48,7 +50,8 @@ class PiMlpModel(FeedForwardModel):
     """Gaussian policy MLP with state-dependent mean and log std (SAC, before the tanh squash).
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's SAC default ``(256, 256)``.
 
@@ -57,9 +60,9 @@ class PiMlpModel(FeedForwardModel):
     """
 
     def __init__(
-        self, observation_shape: Sequence[int], action_size: int, hidden_sizes: Sequence[int] = (256, 256)
+        self, observation_shape: ObservationShape, action_size: int, hidden_sizes: Sequence[int] = (256, 256)
     ) -> None:
-        encoder = VectorEncoder(observation_shape)
+        encoder = make_encoder(observation_shape)
         super().__init__(encoder, MlpModel(encoder.output_size, hidden_sizes, 2 * int(action_size)))
         self.action_size = int(action_size)
 
@@ -73,24 +76,25 @@ class QofMuMlpModel(nn.Module):
     """Action-value MLP ``Q(s, a)`` on the concatenated observation and action (DDPG, TD3, SAC).
 
     Args:
-        observation_shape: Shape of one observation.
+        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
+            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's DDPG default ``(400, 300)``.
     """
 
     def __init__(
-        self, observation_shape: Sequence[int], action_size: int, hidden_sizes: Sequence[int] = (400, 300)
+        self, observation_shape: ObservationShape, action_size: int, hidden_sizes: Sequence[int] = (400, 300)
     ) -> None:
         super().__init__()
         if int(action_size) < 1:
             raise ValueError(f"action_size must be a positive int, got {action_size}")
-        self.encoder = VectorEncoder(observation_shape)
+        self.encoder = make_encoder(observation_shape)
         self.action_size = int(action_size)
         self.mlp = MlpModel(self.encoder.output_size + self.action_size, hidden_sizes, 1)
 
     def forward(
         self,
-        observation: torch.Tensor,
+        observation: Any,
         prev_action: torch.Tensor | None,
         prev_reward: torch.Tensor | None,
         action: torch.Tensor,
@@ -98,13 +102,17 @@ class QofMuMlpModel(nn.Module):
         """Q-values ``[...]`` with the leading dims of ``observation``.
 
         Args:
-            observation: ``[..., *observation_shape]``.
+            observation: ``[..., *observation_shape]``, or a tuple of such fields.
             prev_action: Unused (kept for the common signature).
             prev_reward: Unused.
             action: ``[..., action_size]``, same leading dims as ``observation``.
         """
-        lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
-        obs = self.encoder(observation.reshape((T * B,) + shape))
+        if isinstance(observation, torch.Tensor):
+            lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
+            observation = observation.reshape((T * B,) + shape)
+        else:  # dict or tuple observation: the action joins the concatenated field features
+            observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
+        obs = self.encoder(observation)
         act = action.reshape(T * B, self.action_size).to(obs.dtype)
         q = self.mlp(torch.cat([obs, act], dim=-1)).squeeze(-1)
         return restore_leading_dims(q, lead_dim, T, B)
