@@ -189,3 +189,11 @@ def test_sac_resume_is_refused_for_another_env(tmp_path):
     other.sampler.env_id = "MountainCarContinuous-v0"
     with pytest.raises(ValueError, match="env_id: checkpoint has 'Pendulum-v1'"):
         make_trainer(max_epochs=2).fit(other, ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))
+
+
+def test_torch_is_new_enough_for_weights_only_loading():
+    # weights_only=True is only a safety boundary on torch versions with the fixes for
+    # CVE-2025-32434 and CVE-2026-24747; the row asks CI to insist on 2.10 or newer.
+    from packaging.version import Version
+
+    assert Version(torch.__version__.split("+")[0]) >= Version("2.10")
