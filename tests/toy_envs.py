@@ -394,3 +394,36 @@ class MultiBinaryMatchEnv(gymnasium.Env):
     def step(self, action: Any):
         reward = float(np.mean(np.asarray(action) == self._bits))
         return self._bits.astype(np.float32), reward, True, False, {}
+
+
+class BrightHalfImageEnv(gymnasium.Env):
+    """One-step episodes on a channels-last uint8 image: name the half holding the bright pixel.
+
+    Observation: uint8 ``[size, size, channels]`` (``[H, W, C]``), zero but for one pixel of 255
+    in a random row and column. Action: ``Discrete(2)``, 0 for the left half (columns
+    ``< size // 2``), 1 for the right. Reward 1 if right, else 0; every episode terminates after
+    one step. A uniformly random policy gets 0.5.
+
+    Args:
+        size: Image height and width.
+        channels: Image channels (all set at the bright pixel).
+    """
+
+    def __init__(self, size: int = 8, channels: int = 3) -> None:
+        self.size = size
+        self.observation_space = spaces.Box(0, 255, shape=(size, size, channels), dtype=np.uint8)
+        self.action_space = spaces.Discrete(2)
+        self._image = np.zeros((size, size, channels), dtype=np.uint8)
+        self._side = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        row, col = self.np_random.integers(self.size, size=2)
+        self._image[:] = 0
+        self._image[row, col] = 255
+        self._side = int(col >= self.size // 2)
+        return self._image.copy(), {}
+
+    def step(self, action: Any):
+        reward = float(int(action) == self._side)
+        return self._image.copy(), reward, True, False, {}

@@ -36,7 +36,7 @@ from torch import nn
 
 from lightning_rl.data.buffers import buffer_func, buffer_to
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
-from lightning_rl.models.base import ModelFactory, is_recurrent_model
+from lightning_rl.models.base import ModelFactory, image_layout, is_recurrent_model
 from lightning_rl.models.blocks import update_state_dict
 
 
@@ -392,17 +392,24 @@ def make_target_model(model: nn.Module) -> nn.Module:
 
 
 def is_image_space(space: Any) -> bool:
-    """True for uint8 frame stacks ``[C, H, W]`` (Atari observations), which get conv models.
+    """True for uint8 images ``[C, H, W]`` (Atari frame stacks) or ``[H, W, C]``, which get conv
+    models; :func:`~lightning_rl.models.image_layout` tells which, from the space alone.
 
     A ``Composite`` space is never one: its image fields are the
     :class:`~lightning_rl.models.CompositeEncoder`'s to handle.
     """
-    from lightning_rl.spaces import Composite
+    return image_layout(space) is not None
 
-    if isinstance(space, Composite):
-        return False
-    shape = getattr(space, "shape", None)
-    return isinstance(shape, tuple) and len(shape) == 3 and np.dtype(getattr(space, "dtype", None)) == np.uint8
+
+def image_model_kwargs(space: Any, output_size: Any) -> dict[str, Any]:
+    """The env-dependent arguments of the Atari conv models for the image space ``space``:
+    ``image_shape`` and ``output_size``, plus ``channels_last=True`` for ``[H, W, C]`` images
+    (only then, so ``[C, H, W]`` frame stacks get exactly the arguments they always had).
+    """
+    kwargs: dict[str, Any] = {"image_shape": tuple(int(s) for s in space.shape), "output_size": output_size}
+    if image_layout(space) == "HWC":
+        kwargs["channels_last"] = True
+    return kwargs
 
 
 def check_observation_space(space: Any, owner: str) -> Any:

@@ -21,6 +21,7 @@ from lightning_rl.agents.base import (
     check_discrete_action_space,
     check_model_factory,
     check_observation_space,
+    image_model_kwargs,
     is_image_space,
     make_target_model,
 )
@@ -132,7 +133,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         action_size = check_discrete_action_space(env_spaces.action, name)
         obs_shape = check_observation_space(env_spaces.observation, name)
         if is_image_space(env_spaces.observation):
-            return {"image_shape": obs_shape, "output_size": action_size}
+            return image_model_kwargs(env_spaces.observation, action_size)
         return {"observation_shape": obs_shape, "action_size": action_size}
 
     def make_model(self, env_spaces: Any) -> nn.Module:

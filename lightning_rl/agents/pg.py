@@ -32,6 +32,7 @@ from lightning_rl.agents.base import (
     check_discrete_action_space,
     check_model_factory,
     check_observation_space,
+    image_model_kwargs,
     is_image_space,
 )
 from lightning_rl.agents.recurrent import AlternatingRecurrentAgentMixin, RecurrentAgentMixin, rnn_state_to_samples
@@ -290,7 +291,7 @@ class CategoricalPgAgent(PgAgentBase):
                 f"(MultiDiscrete, MultiBinary), got action space {env_spaces.action!r}: set lstm_size=None"
             )
         if is_image_space(env_spaces.observation):
-            return {"image_shape": obs_shape, "output_size": action_size}
+            return image_model_kwargs(env_spaces.observation, action_size)
         return {"observation_shape": obs_shape, "action_size": action_size}
 
     def make_model(self, env_spaces: Any) -> nn.Module:

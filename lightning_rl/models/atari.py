@@ -8,6 +8,10 @@ Two conv stacks, as in rlpyt:
 * ``"small"`` (policy-gradient default; Mnih et al. 2016, A3C).
 
 Any of ``channels``, ``kernel_sizes``, ``strides``, ``paddings`` overrides the preset's entry.
+Images under 36 pixels a side, which neither preset fits, get
+:data:`~lightning_rl.models.base.SMALL_IMAGE_CONVS` instead (issue 22). With ``channels_last``
+the observations are ``[..., H, W, C]`` images (``image_shape`` in that order), permuted to
+channels-first inside the encoder.
 """
 
 from __future__ import annotations
@@ -17,7 +21,14 @@ from collections.abc import Sequence
 
 import torch
 
-from lightning_rl.models.base import FeedForwardModel, ImageEncoder, RecurrentModel
+from lightning_rl.models.base import (
+    MIN_NATURE_SIDE,
+    SMALL_IMAGE_CONVS,
+    FeedForwardModel,
+    ImageEncoder,
+    RecurrentModel,
+    image_side,
+)
 from lightning_rl.models.blocks import init_orthogonal_, make_q_head
 from lightning_rl.models.pg import CategoricalPgHead
 from lightning_rl.models.recurrent import LstmCore
@@ -47,15 +58,20 @@ def atari_encoder(
     kernel_sizes: Sequence[int] | None = None,
     strides: Sequence[int] | None = None,
     paddings: Sequence[int] | None = None,
+    channels_last: bool = False,
 ) -> ImageEncoder:
     """An :class:`ImageEncoder` from a conv preset name with optional per-field overrides.
+
+    Images under ``MIN_NATURE_SIDE`` pixels a side start from ``SMALL_IMAGE_CONVS`` instead of
+    the preset (its 8x8 stride-4 first conv leaves nothing for the next).
 
     Raises:
         ValueError: If ``conv`` is not a key of :data:`ATARI_CONVS`.
     """
     if conv not in ATARI_CONVS:
         raise ValueError(f"conv must be one of {sorted(ATARI_CONVS)}, got {conv!r}")
-    preset = ATARI_CONVS[conv]
+    small = image_side(image_shape, "HWC" if channels_last else "CHW") < MIN_NATURE_SIDE
+    preset = SMALL_IMAGE_CONVS if small else ATARI_CONVS[conv]
     return ImageEncoder(
         image_shape,
         channels=preset["channels"] if channels is None else channels,
@@ -64,6 +80,7 @@ def atari_encoder(
         paddings=preset["paddings"] if paddings is None else paddings,
         fc_sizes=fc_sizes,
         use_maxpool=use_maxpool,
+        channels_last=channels_last,
     )
 
 
@@ -71,7 +88,7 @@ class AtariFfModel(FeedForwardModel):
     """Conv stack and fully connected layer, then linear policy and value outputs (A2C/PPO).
 
     Args:
-        image_shape: ``(C, H, W)`` of one observation.
+        image_shape: ``(C, H, W)`` of one observation (``(H, W, C)`` if ``channels_last``).
         output_size: Number of actions.
         fc_sizes: Fully connected layer size(s) after the convs.
         use_maxpool: Downsample with max-pooling instead of strides.
@@ -80,6 +97,7 @@ class AtariFfModel(FeedForwardModel):
         strides: Conv strides (None: the preset's).
         paddings: Conv paddings (None: the preset's).
         conv: Conv preset, ``"small"`` or ``"nature"``.
+        channels_last: Observations are ``[..., H, W, C]`` (permuted inside the encoder).
         orthogonal_init: Orthogonal initialization (gain sqrt(2), 0.01 policy, 1 value).
 
     ``forward(observation, prev_action, prev_reward) -> (pi [..., A], value [...])``.
@@ -97,8 +115,11 @@ class AtariFfModel(FeedForwardModel):
         paddings: Sequence[int] | None = None,
         conv: str = "small",
         orthogonal_init: bool = True,
+        channels_last: bool = False,
     ) -> None:
-        encoder = atari_encoder(image_shape, conv, fc_sizes, use_maxpool, channels, kernel_sizes, strides, paddings)
+        encoder = atari_encoder(
+            image_shape, conv, fc_sizes, use_maxpool, channels, kernel_sizes, strides, paddings, channels_last
+        )
         if orthogonal_init:
             init_orthogonal_(encoder, math.sqrt(2))
         head = CategoricalPgHead(encoder.output_size, output_size, None, orthogonal_init=orthogonal_init)
@@ -110,7 +131,7 @@ class AtariLstmModel(RecurrentModel):
     previous reward), then linear policy and value outputs.
 
     Args:
-        image_shape: ``(C, H, W)`` of one observation.
+        image_shape: ``(C, H, W)`` of one observation (``(H, W, C)`` if ``channels_last``).
         output_size: Number of actions.
         fc_sizes: Fully connected layer size(s) before the LSTM.
         lstm_size: LSTM hidden size.
@@ -120,6 +141,7 @@ class AtariLstmModel(RecurrentModel):
         strides: Conv strides (None: the preset's).
         paddings: Conv paddings (None: the preset's).
         conv: Conv preset, ``"small"`` or ``"nature"``.
+        channels_last: Observations are ``[..., H, W, C]`` (permuted inside the encoder).
         orthogonal_init: Orthogonal initialization (LSTM gain 1).
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (pi [..., A],
@@ -139,8 +161,11 @@ class AtariLstmModel(RecurrentModel):
         paddings: Sequence[int] | None = None,
         conv: str = "small",
         orthogonal_init: bool = True,
+        channels_last: bool = False,
     ) -> None:
-        encoder = atari_encoder(image_shape, conv, fc_sizes, use_maxpool, channels, kernel_sizes, strides, paddings)
+        encoder = atari_encoder(
+            image_shape, conv, fc_sizes, use_maxpool, channels, kernel_sizes, strides, paddings, channels_last
+        )
         lstm = LstmCore(encoder.output_size, output_size, lstm_size, discrete_action=True)
         if orthogonal_init:
             init_orthogonal_(encoder, math.sqrt(2))
@@ -153,7 +178,7 @@ class AtariDqnModel(FeedForwardModel):
     """Conv stack into an MLP (or dueling) head with one Q-value per action (Mnih et al. 2015).
 
     Args:
-        image_shape: ``(C, H, W)`` of one observation.
+        image_shape: ``(C, H, W)`` of one observation (``(H, W, C)`` if ``channels_last``).
         output_size: Number of actions.
         fc_sizes: Hidden size(s) of the head (of each stream if dueling).
         dueling: Dueling head (Wang et al. 2016).
@@ -163,6 +188,7 @@ class AtariDqnModel(FeedForwardModel):
         strides: Conv strides (None: the preset's).
         paddings: Conv paddings (None: the preset's).
         conv: Conv preset, ``"nature"`` or ``"small"``.
+        channels_last: Observations are ``[..., H, W, C]`` (permuted inside the encoder).
 
     ``forward(observation, prev_action, prev_reward) -> q [..., A]``.
     """
@@ -179,8 +205,11 @@ class AtariDqnModel(FeedForwardModel):
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
         conv: str = "nature",
+        channels_last: bool = False,
     ) -> None:
-        encoder = atari_encoder(image_shape, conv, None, use_maxpool, channels, kernel_sizes, strides, paddings)
+        encoder = atari_encoder(
+            image_shape, conv, None, use_maxpool, channels, kernel_sizes, strides, paddings, channels_last
+        )
         super().__init__(encoder, make_q_head(encoder.output_size, fc_sizes, output_size, dueling))
 
 
@@ -205,8 +234,11 @@ class AtariCatDqnModel(FeedForwardModel):
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
         conv: str = "nature",
+        channels_last: bool = False,
     ) -> None:
-        encoder = atari_encoder(image_shape, conv, None, use_maxpool, channels, kernel_sizes, strides, paddings)
+        encoder = atari_encoder(
+            image_shape, conv, None, use_maxpool, channels, kernel_sizes, strides, paddings, channels_last
+        )
         super().__init__(encoder, make_q_head(encoder.output_size, fc_sizes, output_size, dueling, n_atoms))
         #: Atoms of each return distribution (agents check it against their own support).
         self.n_atoms = int(n_atoms)
@@ -221,7 +253,7 @@ class AtariR2d1Model(RecurrentModel):
     previous reward), then an MLP or dueling Q head (Kapturowski et al. 2019).
 
     Args:
-        image_shape: ``(C, H, W)`` of one observation.
+        image_shape: ``(C, H, W)`` of one observation (``(H, W, C)`` if ``channels_last``).
         output_size: Number of actions.
         fc_size: Fully connected layer size before the LSTM.
         lstm_size: LSTM hidden size.
@@ -233,6 +265,7 @@ class AtariR2d1Model(RecurrentModel):
         strides: Conv strides (None: the preset's).
         paddings: Conv paddings (None: the preset's).
         conv: Conv preset, ``"nature"`` or ``"small"``.
+        channels_last: Observations are ``[..., H, W, C]`` (permuted inside the encoder).
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (q [..., A], next_rnn_state)``.
     """
@@ -251,7 +284,10 @@ class AtariR2d1Model(RecurrentModel):
         strides: Sequence[int] | None = None,
         paddings: Sequence[int] | None = None,
         conv: str = "nature",
+        channels_last: bool = False,
     ) -> None:
-        encoder = atari_encoder(image_shape, conv, fc_size, use_maxpool, channels, kernel_sizes, strides, paddings)
+        encoder = atari_encoder(
+            image_shape, conv, fc_size, use_maxpool, channels, kernel_sizes, strides, paddings, channels_last
+        )
         lstm = LstmCore(encoder.output_size, output_size, lstm_size, discrete_action=True)
         super().__init__(encoder, lstm, make_q_head(lstm.output_size, head_size, output_size, dueling))

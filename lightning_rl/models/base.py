@@ -36,6 +36,7 @@ __all__ = [
     "RecurrentModel",
     "VectorEncoder",
     "image_layout",
+    "image_side",
     "is_recurrent_model",
     "make_encoder",
 ]
@@ -150,7 +151,8 @@ class ImageEncoder(nn.Module):
     features as its uint8 version.
 
     Args:
-        image_shape: ``(C, H, W)`` of one observation (stacked frames as channels).
+        image_shape: Shape of one observation: ``(C, H, W)`` (stacked frames as channels), or
+            ``(H, W, C)`` if ``channels_last``.
         channels: Output channels of each conv layer.
         kernel_sizes: Kernel size of each conv layer.
         strides: Stride of each conv layer.
@@ -158,6 +160,8 @@ class ImageEncoder(nn.Module):
         fc_sizes: Fully connected layers after the convs (an int for one layer, None for none).
         use_maxpool: Downsample with max-pooling instead of strides.
         nonlinearity: Module class after every layer.
+        channels_last: Observations are ``[N, H, W, C]`` (see :func:`image_layout`), permuted to
+            ``[N, C, H, W]`` for the convs; no parameter changes, so the ``state_dict`` is the same.
     """
 
     obs_rms = None
@@ -172,12 +176,15 @@ class ImageEncoder(nn.Module):
         fc_sizes: int | Sequence[int] | None = None,
         use_maxpool: bool = False,
         nonlinearity: type[nn.Module] = nn.ReLU,
+        channels_last: bool = False,
     ) -> None:
         super().__init__()
         self.observation_shape = tuple(int(s) for s in image_shape)
         self.obs_ndim = 3
+        self.channels_last = channels_last
+        shape = self.observation_shape
         self.conv = Conv2dHeadModel(
-            self.observation_shape,
+            (shape[2], shape[0], shape[1]) if channels_last else shape,
             channels,
             kernel_sizes,
             strides,
@@ -196,7 +203,10 @@ class ImageEncoder(nn.Module):
         """No running statistics for images (kept for a uniform encoder interface)."""
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        """Features ``[N, output_size]`` of frames ``[N, C, H, W]`` (uint8 or float in [0, 255])."""
+        """Features ``[N, output_size]`` of frames ``[N, C, H, W]`` (``[N, H, W, C]`` if
+        ``channels_last``; uint8 or float in [0, 255])."""
+        if self.channels_last:
+            observation = observation.permute(0, 3, 1, 2)
         x = observation.to(torch.float32)
         # In place only on our own copy: a float input must not be modified for the caller.
         x = x.div_(255.0) if x is not observation else x / 255.0
@@ -353,16 +363,32 @@ def sub_shape(space: Composite, path: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(s) for s in sub.shape)
 
 
+#: Two 3x3 convs (stride 2, 1) for images under :data:`MIN_NATURE_SIDE` pixels a side, where the
+#: Nature DQN convs do not fit; padding 1 keeps them valid down to 1x1 images.
+SMALL_IMAGE_CONVS: dict[str, tuple[int, ...]] = {
+    "channels": (16, 32),
+    "kernel_sizes": (3, 3),
+    "strides": (2, 1),
+    "paddings": (1, 1),
+}
+#: The smallest image side the Nature DQN convs (and the A3C ones) fit.
+MIN_NATURE_SIDE = 36
+
+
+def image_side(shape: Sequence[int], layout: str) -> int:
+    """The shorter side ``min(H, W)`` of an image of ``shape`` in ``layout`` (``"CHW"``/``"HWC"``)."""
+    return int(min(shape[:2]) if layout == "HWC" else min(shape[1:]))
+
+
 def _small_image_encoder(
     shape: Sequence[int], layout: str, fc_size: int, nonlinearity: type[nn.Module]
 ) -> ImageEncoder:
-    """Nature DQN convs for images of 36 pixels or more a side, else two 3x3 convs (stride 2, 1)."""
+    """Nature DQN convs for images of 36 pixels or more a side, else :data:`SMALL_IMAGE_CONVS`."""
     c, h, w = (shape[2], shape[0], shape[1]) if layout == "HWC" else tuple(shape)
-    if min(h, w) >= 36:
+    if image_side(shape, layout) >= MIN_NATURE_SIDE:
         convs: dict[str, Any] = dict(channels=(32, 64, 64), kernel_sizes=(8, 4, 3), strides=(4, 2, 1))
     else:
-        # Padding 1 keeps 3x3 convs valid down to 1x1 images.
-        convs = dict(channels=(16, 32), kernel_sizes=(3, 3), strides=(2, 1), paddings=(1, 1))
+        convs = dict(SMALL_IMAGE_CONVS)
     return ImageEncoder((c, h, w), fc_sizes=fc_size, nonlinearity=nonlinearity, **convs)
 
 
