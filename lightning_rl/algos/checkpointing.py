@@ -246,9 +246,17 @@ class RLCheckpointIO(CheckpointIO):
         self._last_replay: tuple[Any, Any, str] | None = None
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        path = os.fspath(path)
+        if "://" in path:  # a remote filesystem (fsspec): no rename there, the wrapped IO writes it
+            if checkpoint.get(REPLAY_KEY) is not None:
+                raise ValueError(
+                    f"cannot save {path}: the replay's side file needs a local checkpoint directory "
+                    "(or checkpoint_replay=False)"
+                )
+            self.inner.save_checkpoint(checkpoint, path, storage_options)
+            return
         replay_state = checkpoint.pop(REPLAY_KEY, None)
         ours = checkpoint.get(CHECKPOINT_KEY)
-        path = os.fspath(path)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         tmp_files: list[str] = []
         try:

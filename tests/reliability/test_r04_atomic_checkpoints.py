@@ -143,3 +143,13 @@ def test_the_side_file_holds_the_filled_rows_once_per_step(tmp_path):
     assert os.path.samefile(side, epoch_side)
     assert torch.equal(torch.load(side, weights_only=True)["replay"]["storage"]["samples.reward"],
                        torch.from_numpy(arrays["samples.reward"][:64]))
+
+
+def test_remote_paths_go_through_the_wrapped_io():
+    # fsspec paths (s3://, memory://) have no atomic rename: the wrapped CheckpointIO writes them,
+    # and a replay side file, which needs a local directory, is refused with a clear error.
+    io = RLCheckpointIO()
+    io.save_checkpoint({"global_step": 3, "state_dict": {}}, "memory://r04/last.ckpt")
+    assert io.load_checkpoint("memory://r04/last.ckpt")["global_step"] == 3
+    with pytest.raises(ValueError, match="side file needs a local checkpoint directory"):
+        io.save_checkpoint({"global_step": 4, "lightning_rl_replay": {}}, "memory://r04/last.ckpt")
