@@ -427,3 +427,34 @@ class BrightHalfImageEnv(gymnasium.Env):
     def step(self, action: Any):
         reward = float(int(action) == self._side)
         return self._image.copy(), reward, True, False, {}
+
+
+def greedy_mean_reward(agent: Any, make_env: Any, episodes: int = 200, seed: int = 12345) -> float:
+    """Mean reward of ``agent``'s greedy actions over one-step episodes of ``make_env()``, stepped
+    here with gymnasium directly (a reference independent of the samplers).
+
+    Observations and actions are converted as lightning_rl's env adapter does, so the helper
+    serves any space: arrays, Dicts, multi-discrete and binary actions.
+    """
+    import torch
+
+    from lightning_rl.data.buffers import buffer_func
+    from lightning_rl.spaces import from_gymnasium, from_gymnasium_value, to_gymnasium_value
+
+    env = make_env()
+    observation_space = from_gymnasium(env.observation_space, "obs")
+    action_space = from_gymnasium(env.action_space, "act")
+    agent.eval_mode(0)
+    agent.eval_deterministic = True
+    prev_action = buffer_func(action_space.null_value(), lambda v: torch.as_tensor(np.asarray(v))[None])
+    total = 0.0
+    observation, _ = env.reset(seed=seed)
+    for _ in range(episodes):
+        inputs = buffer_func(from_gymnasium_value(observation_space, observation),
+                             lambda v: torch.as_tensor(np.asarray(v))[None])
+        action = agent.step(inputs, prev_action, torch.zeros(1)).action[0]
+        _, reward, terminated, truncated, _ = env.step(to_gymnasium_value(action_space, action.numpy()))
+        assert terminated and not truncated  # one-step episodes
+        total += float(reward)
+        observation, _ = env.reset()
+    return total / episodes

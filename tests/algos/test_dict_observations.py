@@ -28,33 +28,12 @@ from lightning_rl.data import NamedArrayTupleSchema
 from lightning_rl.models import CompositeEncoder
 from lightning_rl.replays import ReplayBuffer
 from lightning_rl.samplers import SerialSampler
-from lightning_rl.spaces import from_gymnasium, from_gymnasium_value
+from lightning_rl.spaces import from_gymnasium
 from tests.algos.test_on_policy import make_trainer
-from tests.toy_envs import DictTargetEnv
+from tests.toy_envs import DictTargetEnv, greedy_mean_reward
 
 DISCRETE = functools.partial(DictTargetEnv, n=4)
 CONTINUOUS = functools.partial(DictTargetEnv, n=2, continuous=True)
-
-
-def deterministic_mean_reward(agent, make_env, episodes: int = 200, seed: int = 12345) -> float:
-    """Mean one-step episode reward of the agent's deterministic policy on a fresh env."""
-    env = make_env()
-    space = from_gymnasium(env.observation_space)
-    agent.eval_mode(0)
-    agent.eval_deterministic = True
-    discrete = not env.continuous
-    prev_action = torch.zeros(1, dtype=torch.long) if discrete else torch.zeros(1, env.n)
-    total = 0.0
-    observation, _ = env.reset(seed=seed)
-    for _ in range(episodes):
-        obs = from_gymnasium_value(space, observation)
-        batch = space.NamedTupleCls(*(torch.as_tensor(v)[None] for v in obs))
-        action = agent.step(batch, prev_action, torch.zeros(1)).action[0]
-        _, reward, terminated, truncated, _ = env.step(int(action) if discrete else action.numpy())
-        assert terminated and not truncated  # one-step episodes
-        total += reward
-        observation, _ = env.reset()
-    return total / episodes
 
 
 def test_ppo_learns_from_the_target_field():
@@ -65,7 +44,7 @@ def test_ppo_learns_from_the_target_field():
     make_trainer().fit(module)
     assert isinstance(module.agent.model.encoder, CompositeEncoder)
     assert module.train_state.env_steps == 4096
-    assert deterministic_mean_reward(module.agent, DISCRETE) >= 0.9
+    assert greedy_mean_reward(module.agent, DISCRETE) >= 0.9
 
 
 def test_dqn_learns_from_the_target_field():
@@ -76,7 +55,7 @@ def test_dqn_learns_from_the_target_field():
                  optimizer_eps=1e-8, total_env_steps=4096, log_interval_steps=1024)
     make_trainer().fit(module)
     assert module.train_state.env_steps == 4096
-    assert deterministic_mean_reward(module.agent, DISCRETE) >= 0.9
+    assert greedy_mean_reward(module.agent, DISCRETE) >= 0.9
 
 
 def test_sac_learns_from_the_target_field():
@@ -87,7 +66,7 @@ def test_sac_learns_from_the_target_field():
                  log_interval_steps=1024, torch_threads=1)
     make_trainer().fit(module)
     assert module.train_state.env_steps == 4096
-    assert deterministic_mean_reward(module.agent, CONTINUOUS) >= -0.15
+    assert greedy_mean_reward(module.agent, CONTINUOUS) >= -0.15
 
 
 def test_replay_stores_dict_observations_field_by_field():

@@ -10,30 +10,13 @@ env stepped by the test: near 0.5 before training, at least 0.9 after.
 from __future__ import annotations
 
 import pytorch_lightning as pl
-import torch
 
 from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.algos import PPO
 from lightning_rl.models import AtariFfModel
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import make_trainer
-from tests.toy_envs import BrightHalfImageEnv
-
-
-def greedy_mean_reward(agent: CategoricalPgAgent, episodes: int = 200, seed: int = 12345) -> float:
-    """Mean one-step reward of the agent's greedy (mode) actions on a fresh env."""
-    env = BrightHalfImageEnv()
-    agent.eval_mode(0)
-    agent.eval_deterministic = True
-    total = 0.0
-    observation, _ = env.reset(seed=seed)
-    for _ in range(episodes):
-        step = agent.step(torch.as_tensor(observation[None]), torch.zeros(1, dtype=torch.long), torch.zeros(1))
-        observation, reward, terminated, _, _ = env.step(int(step.action[0]))
-        assert terminated
-        total += reward
-        observation, _ = env.reset()
-    return total / episodes
+from tests.toy_envs import BrightHalfImageEnv, greedy_mean_reward
 
 
 def test_ppo_learns_bright_half_of_channels_last_image():
@@ -45,7 +28,7 @@ def test_ppo_learns_bright_half_of_channels_last_image():
 
     class Before(pl.Callback):
         def on_train_start(self, trainer: pl.Trainer, pl_module: PPO) -> None:
-            before.append(greedy_mean_reward(pl_module.agent))
+            before.append(greedy_mean_reward(pl_module.agent, BrightHalfImageEnv))
             pl_module.agent.eval_deterministic = False
 
     make_trainer(callbacks=[Before()]).fit(module)
@@ -55,6 +38,6 @@ def test_ppo_learns_bright_half_of_channels_last_image():
     assert model.encoder.channels_last
     assert module.agent.model.encoder.observation_shape == (8, 8, 3)
     assert module.train_state.env_steps == 8192
-    after = greedy_mean_reward(module.agent)
+    after = greedy_mean_reward(module.agent, BrightHalfImageEnv)
     assert before[0] < 0.75, before
     assert after >= 0.9, (before, after)

@@ -12,38 +12,17 @@ import functools
 from typing import Any
 
 import pytorch_lightning as pl
-import torch
 
 from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.algos import PPO
 from lightning_rl.distributions import Bernoulli, MultiCategorical
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import make_trainer
-from tests.toy_envs import MultiBinaryMatchEnv, MultiDiscreteTargetEnv
+from tests.toy_envs import MultiBinaryMatchEnv, MultiDiscreteTargetEnv, greedy_mean_reward
 
 # start offsets, so the actions the agent stores and the env receives are shifted by low.
 MULTI_DISCRETE = functools.partial(MultiDiscreteTargetEnv, nvec=(3, 4), start=(1, -2))
 MULTI_BINARY = functools.partial(MultiBinaryMatchEnv, n=4)
-
-
-def greedy_mean_reward(agent: CategoricalPgAgent, make_env: Any, episodes: int = 200, seed: int = 12345) -> float:
-    """Mean one-step reward of the agent's greedy (mode) actions on a fresh env."""
-    env = make_env()
-    agent.eval_mode(0)
-    agent.eval_deterministic = True
-    shape = env.action_space.shape
-    total = 0.0
-    observation, _ = env.reset(seed=seed)
-    for _ in range(episodes):
-        step = agent.step(torch.as_tensor(observation[None]), torch.zeros((1, *shape), dtype=torch.long),
-                          torch.zeros(1))
-        action = step.action[0].numpy()
-        assert env.action_space.contains(action.astype(env.action_space.dtype)), action
-        observation, reward, terminated, _, _ = env.step(action)
-        assert terminated
-        total += reward
-        observation, _ = env.reset()
-    return total / episodes
 
 
 def fit_ppo(make_env: Any) -> tuple[PPO, float, float]:

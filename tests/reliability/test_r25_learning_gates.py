@@ -34,7 +34,7 @@ from lightning_rl.cli import main
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import make_trainer
 from tests.test_shipped_configs import RECORDED
-from tests.toy_envs import IdentityEnv
+from tests.toy_envs import IdentityEnv, greedy_mean_reward
 
 pytestmark = pytest.mark.slow
 
@@ -44,22 +44,6 @@ IDENTITY = functools.partial(IdentityEnv, n=N_TARGETS, episode_length=1)
 SMOKE_STEPS = 4096
 
 
-def greedy_mean_reward(agent, episodes: int = 200, seed: int = 12345) -> float:
-    """Mean episode reward of the agent's greedy policy on a fresh gymnasium IdentityEnv."""
-    env = IDENTITY()
-    agent.eval_mode(0)
-    agent.eval_deterministic = True
-    total = 0.0
-    observation, _ = env.reset(seed=seed)
-    for _ in range(episodes):
-        step = agent.step(torch.as_tensor(observation[None]), torch.zeros(1, dtype=torch.long), torch.zeros(1))
-        observation, reward, terminated, truncated, _ = env.step(int(step.action[0]))
-        assert terminated and not truncated  # one-step episodes
-        total += reward
-        observation, _ = env.reset()
-    return total / episodes
-
-
 def test_ppo_learns_the_identity():
     pl.seed_everything(0)
     module = PPO(CategoricalPgAgent(hidden_sizes=[32]), SerialSampler(env_id=IDENTITY, batch_T=16, batch_B=4),
@@ -67,7 +51,7 @@ def test_ppo_learns_the_identity():
                  log_interval_steps=1024)
     make_trainer().fit(module)
     assert module.train_state.env_steps == 4096
-    assert greedy_mean_reward(module.agent) >= 0.9
+    assert greedy_mean_reward(module.agent, IDENTITY) >= 0.9
 
 
 def test_dqn_learns_the_identity():
@@ -78,7 +62,7 @@ def test_dqn_learns_the_identity():
                  optimizer_eps=1e-8, total_env_steps=4096, log_interval_steps=1024)
     make_trainer().fit(module)
     assert module.train_state.env_steps == 4096
-    assert greedy_mean_reward(module.agent) >= 0.9
+    assert greedy_mean_reward(module.agent, IDENTITY) >= 0.9
 
 
 def smoke(config: str, overrides: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
