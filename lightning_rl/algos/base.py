@@ -165,7 +165,7 @@ class RLModule(pl.LightningModule):
         """Extra :class:`~lightning_rl.replays.ReplayBuffer` arguments (frame storage, sequences)."""
         samples = self.sampler.samples
         assert samples is not None, "the sampler is initialized in setup()"
-        return {"frame_stack": frame_stack_of(samples.env.observation)}
+        return {"frame_stack": frame_stack_of(samples.env.observation, self.sampler.frame_stack)}
 
     def teardown(self, stage: str) -> None:
         if self._sampler_ready and stage == "fit":

@@ -197,14 +197,37 @@ def samples_to_buffer(samples: Any) -> SamplesToBuffer:
     )
 
 
-def frame_stack_of(observation: Any) -> int | None:
-    """Frames per observation when the sampler's observations are ``[T, B, frames, H, W]`` uint8
-    Atari stacks (the replay then stores each frame once), else None."""
-    if isinstance(observation, tuple):  # dict/tuple observations are stored field by field (issue 22)
+def frame_stack_of(observation: Any, declared: int | dict[str, int] | None) -> int | None:
+    """Frames per observation for the replay's frame storage: the env's declared
+    :attr:`~lightning_rl.envs.Env.frame_stack`, checked against the sampler's observations.
+
+    Only a declaration turns frame storage on: a uint8 ``[C, H, W]`` array alone may as well be
+    an RGB image, whose channels are no frames (storing its last channel alone would corrupt it).
+
+    Args:
+        observation: The sampler's observation buffer ``[T, B, ...]`` (an array, or a tuple for
+            dict and tuple observations).
+        declared: What the env declares (None: nothing, the replay stores whole observations).
+
+    Raises:
+        ValueError: If the declaration does not fit the observations: not a uint8 ``[C, H, W]``
+            array with ``C`` equal to the declared frames, or a per-field declaration (dict)
+            for an array observation.
+    """
+    if declared is None:
         return None
-    if observation.dtype.name == "uint8" and observation.ndim == 5:
-        return int(observation.shape[2])
-    return None
+    if isinstance(declared, dict) or isinstance(observation, tuple):
+        raise ValueError(
+            f"frame_stack: the env declares {declared!r} for a {'dict' if isinstance(observation, tuple) else 'array'} "
+            "observation; an int frame count fits an array observation [C, H, W] only"
+        )
+    shape = tuple(observation.shape[2:])
+    if observation.dtype.name != "uint8" or len(shape) != 3 or shape[0] != declared:
+        raise ValueError(
+            f"frame_stack: the env declares {declared!r} frames, but its observations are {observation.dtype.name} "
+            f"{list(shape)}; frame storage needs uint8 [{declared}, H, W]"
+        )
+    return int(declared)
 
 
 class SoftTargetUpdate:

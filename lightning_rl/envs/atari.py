@@ -177,6 +177,12 @@ class AtariEnv(Env):
         return self._horizon
 
     @property
+    def frame_stack(self) -> int | None:
+        """``num_img_obs`` in grayscale, where each step shifts in one frame and a reset starts
+        from zero frames; None for ``obs_type="rgb"``, whose frames are three channels each."""
+        return None if self._rgb else self.num_img_obs
+
+    @property
     def ale(self) -> ale_py.ALEInterface:
         """The underlying emulator interface (read lives, clone states)."""
         return self._ale

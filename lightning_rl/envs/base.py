@@ -62,6 +62,19 @@ class Env(abc.ABC):
         """Maximum episode length, if the env has one."""
         return None
 
+    @property
+    def frame_stack(self) -> int | dict[str, int] | None:
+        """How many frames each observation stacks, when the replay may store each frame once.
+
+        An env declares ``C`` only if its observation is a uint8 stack ``[C, H, W]`` of the last
+        ``C`` frames, oldest first, that shifts in exactly one new frame per step and holds
+        ``C - 1`` zero frames and the first frame after a reset (:class:`AtariEnv` in grayscale).
+        A dict observation declares ``{field name: C}`` for such fields. None (the default): no
+        frame is shared between observations, and the replay stores them whole. Declaring a
+        stack that the observations do not follow would make the replay rebuild wrong ones.
+        """
+        return None
+
     def seed(self, seed: int | None) -> None:  # noqa: B027 - optional hook, a no-op unless overridden
         """Seed the env; the next :meth:`reset` starts the seeded stream."""
 

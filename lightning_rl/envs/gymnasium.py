@@ -175,6 +175,19 @@ class GymEnvWrapper(Env):
         """``max_episode_steps`` of the ``TimeLimit`` wrapper, if the env has one."""
         return self._horizon
 
+    @property
+    def frame_stack(self) -> int | dict[str, int] | None:
+        """A ``frame_stack`` attribute of the gymnasium env or any of its wrappers (see
+        :attr:`Env.frame_stack` for what declaring one promises), else None.
+
+        gymnasium's ``FrameStackObservation`` declares none: it pads a reset with copies of the
+        first frame by default, not with the zero frames the frame replay rebuilds.
+        """
+        try:
+            return self.env.get_wrapper_attr("frame_stack")
+        except AttributeError:
+            return None
+
     def seed(self, seed: int | None) -> None:
         """Make the next :meth:`reset` call ``env.reset(seed=seed)``; seed the action and
         observation spaces (so two runs of one seed hold the same space generators)."""

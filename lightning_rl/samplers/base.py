@@ -248,6 +248,8 @@ class BaseSampler:
         self._closed = False
         self.agent: Any = None
         self.env_spaces: Any = None
+        #: The probe env's :attr:`~lightning_rl.envs.Env.frame_stack` (set by :meth:`initialize`).
+        self.frame_stack: int | dict[str, int] | None = None
         self.examples: dict[str, Any] = {}
         self.samples: Samples | None = None
 
@@ -312,6 +314,7 @@ class BaseSampler:
                     if line.startswith("gymnasium's env checker"):  # its other advice stays with check-env
                         rank_zero_warn(f"env {self.env_id!r}: {line}")
             self.env_spaces = env.spaces
+            self.frame_stack = env.frame_stack
             null_action = env.action_space.null_value()
             observation = env.reset()
             check_observation(self.env_spaces.observation, observation, self.env_id, "reset()")

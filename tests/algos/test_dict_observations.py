@@ -82,7 +82,7 @@ def test_replay_stores_dict_observations_field_by_field():
     samples = Example(Obs(noise=noise, target=target), np.zeros((T_in, B), np.int64),
                       np.ones((T_in, B), np.float32), np.zeros((T_in, B), bool))
     example = Example(Obs(*space.null_value()), np.int64(0), np.float32(0), False)
-    assert frame_stack_of(samples.observation) is None  # no frame deduplication for dict observations
+    assert frame_stack_of(samples.observation, None) is None  # no frame deduplication for dict observations
     replay = ReplayBuffer(example, size=T_in * B, B=B, discount=0.9, seed=0)
     replay.append_samples(samples)
     batch = replay.sample_batch(64)

@@ -1,4 +1,4 @@
-"""PPO learns from a channels-last ``[H, W, C]`` uint8 image observation (issue 22).
+"""PPO and DQN learn from a channels-last ``[H, W, C]`` uint8 image observation (issue 22).
 
 :class:`tests.toy_envs.BrightHalfImageEnv` shows an 8x8x3 image with one bright pixel; the
 one-step reward is 1 if the ``Discrete(2)`` action names the half it lies in. The image is too
@@ -10,10 +10,12 @@ env stepped by the test: near 0.5 before training, at least 0.9 after.
 from __future__ import annotations
 
 import pytorch_lightning as pl
+import torch
 
-from lightning_rl.agents import CategoricalPgAgent
-from lightning_rl.algos import PPO
+from lightning_rl.agents import CategoricalPgAgent, DqnAgent
+from lightning_rl.algos import DQN, PPO
 from lightning_rl.models import AtariFfModel
+from lightning_rl.replays import ReplayStorage
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import make_trainer
 from tests.toy_envs import BrightHalfImageEnv, greedy_mean_reward
@@ -41,3 +43,22 @@ def test_ppo_learns_bright_half_of_channels_last_image():
     after = greedy_mean_reward(module.agent, BrightHalfImageEnv)
     assert before[0] < 0.75, before
     assert after >= 0.9, (before, after)
+
+
+def test_dqn_learns_channels_last_image_with_whole_observations_in_the_replay():
+    # A uint8 [8, 8, 3] image is no frame stack: the replay must store it whole. Taking its
+    # first dim for 8 stacked frames kept only the last image row per step, and the greedy
+    # reward stopped near 0.79.
+    pl.seed_everything(0)
+    module = DQN(DqnAgent(eps_steps_min=0, eps_steps_max=1024, eps_final=0.05, eps_eval=0.0),
+                 SerialSampler(env_id=BrightHalfImageEnv, batch_T=16, batch_B=4), batch_size=32,
+                 replay_size=10_000, replay_ratio=8, min_steps_learn=256, target_update_interval=50,
+                 learning_rate=1e-3, optimizer_eps=1e-8, total_env_steps=4096, log_interval_steps=1024)
+    make_trainer().fit(module)
+    assert type(module.replay.storage) is ReplayStorage
+    batch = module.replay.sample_batch(16)
+    observation = batch.agent_inputs.observation
+    assert observation.shape == (16, 8, 8, 3) and observation.dtype == torch.uint8
+    # Every stored image holds exactly one bright pixel (three channels of 255).
+    assert torch.equal((observation == 255).flatten(1).sum(1), torch.full((16,), 3))
+    assert greedy_mean_reward(module.agent, BrightHalfImageEnv) >= 0.9
