@@ -429,6 +429,41 @@ class BrightHalfImageEnv(gymnasium.Env):
         return self._image.copy(), reward, True, False, {}
 
 
+class BrightColumnImageEnv(gymnasium.Env):
+    """One-step episodes on a channels-last uint8 image: point a continuous action at the column
+    of the bright pixel.
+
+    Observation: uint8 ``[size, size, 3]``, zero but for one pixel of 255 in a random row and a
+    column that is 0 or ``size - 1``. Action: ``Box(-1, 1, (1,))``. Reward ``-|a - x|`` with
+    ``x = -0.5`` for column 0 and ``+0.5`` for the last column (inside the bounds, so a
+    tanh-squashed policy need not saturate). A uniformly random action expects ``-0.625``
+    (``(1.5**2 + 0.5**2) / 4``) and the best constant action (0) gets ``-0.5``.
+
+    Args:
+        size: Image height and width.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self.observation_space = spaces.Box(0, 255, shape=(size, size, 3), dtype=np.uint8)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        self._image = np.zeros((size, size, 3), dtype=np.uint8)
+        self._x = 0.0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        row = int(self.np_random.integers(self.size))
+        right = bool(self.np_random.integers(2))
+        self._image[:] = 0
+        self._image[row, self.size - 1 if right else 0] = 255
+        self._x = 0.5 if right else -0.5
+        return self._image.copy(), {}
+
+    def step(self, action: Any):
+        reward = -abs(float(np.clip(np.asarray(action, dtype=np.float64)[0], -1, 1)) - self._x)
+        return self._image.copy(), reward, True, False, {}
+
+
 def greedy_mean_reward(agent: Any, make_env: Any, episodes: int = 200, seed: int = 12345) -> float:
     """Mean reward of ``agent``'s greedy actions over one-step episodes of ``make_env()``, stepped
     here with gymnasium directly (a reference independent of the samplers).

@@ -413,12 +413,13 @@ def image_model_kwargs(space: Any, output_size: Any) -> dict[str, Any]:
 
 
 def check_observation_space(space: Any, owner: str) -> Any:
-    """What the models take as ``observation_shape``: the shape of a box space, or a
-    ``Composite`` space itself (dict and tuple observations, for
-    :class:`~lightning_rl.models.CompositeEncoder`).
+    """What the vector models take as ``observation_shape``: the shape of a box space, or the
+    space itself for a ``Composite`` (dict and tuple observations, for
+    :class:`~lightning_rl.models.CompositeEncoder`) and for a uint8 image (see
+    :func:`~lightning_rl.models.make_encoder`).
 
     Returns:
-        ``tuple[int, ...]`` for an ``IntBox``/``FloatBox``; the space for a ``Composite``.
+        ``tuple[int, ...]`` for an ``IntBox``/``FloatBox``; the space for a ``Composite`` or an image.
 
     Raises:
         ValueError: Naming the space (and the field, inside a ``Composite``) for anything the
@@ -428,7 +429,7 @@ def check_observation_space(space: Any, owner: str) -> Any:
     from lightning_rl.spaces import Composite, FloatBox, IntBox
 
     if isinstance(space, (IntBox, FloatBox)):
-        return tuple(int(s) for s in space.shape)
+        return space if image_layout(space) is not None else tuple(int(s) for s in space.shape)
     if not isinstance(space, Composite):
         raise ValueError(
             f"{owner}: observation space must be an IntBox, a FloatBox or a Composite of them, got {space!r}"

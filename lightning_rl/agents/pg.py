@@ -359,6 +359,9 @@ def _discrete_action_sizes(space: Any, owner: str) -> int | tuple[int, ...]:
 class GaussianPgAgent(PgAgentBase):
     """Policy-gradient agent with a diagonal Gaussian policy (learned, state-independent std).
 
+    Vector, dict and uint8 image observations all work: the default models encode an image with
+    a conv stack that fits its size (:func:`~lightning_rl.models.make_encoder`).
+
     Actions are the raw Gaussian samples (not clipped to the action bounds, so their
     log-likelihoods stay exact); the env adapter clips what it applies.
 
@@ -386,7 +389,7 @@ class GaussianPgAgent(PgAgentBase):
 
     Raises:
         ValueError: If ``model`` cannot build a network; at ``initialize`` if the action space is
-            not a 1-D ``FloatBox`` or the observations are image frames, or if the network
+            not a 1-D ``FloatBox``, or if the network
             ``model`` builds is recurrent while the agent is not, the reverse, or of another
             LSTM size.
     """
@@ -407,10 +410,7 @@ class GaussianPgAgent(PgAgentBase):
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         name = type(self).__name__
         action_size = check_continuous_action_space(env_spaces.action, name)
-        obs_shape = check_observation_space(env_spaces.observation, name)
-        if is_image_space(env_spaces.observation):
-            raise ValueError(f"{name}: image observations are not supported, got {env_spaces.observation!r}")
-        return {"observation_shape": obs_shape, "action_size": action_size}
+        return {"observation_shape": check_observation_space(env_spaces.observation, name), "action_size": action_size}
 
     def make_model(self, env_spaces: Any) -> nn.Module:
         given = self.build_model_from_factory(env_spaces)

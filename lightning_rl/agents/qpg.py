@@ -33,7 +33,6 @@ from lightning_rl.agents.base import (
     check_continuous_action_space,
     check_model_factory,
     check_observation_space,
-    is_image_space,
     make_target_model,
 )
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
@@ -122,8 +121,6 @@ class QpgAgentBase(BaseAgent):
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         name = type(self).__name__
         action_size = check_continuous_action_space(env_spaces.action, name, bounded=True)
-        if is_image_space(env_spaces.observation):
-            raise ValueError(f"{name}: image observations are not supported, got {env_spaces.observation!r}")
         return {"observation_shape": check_observation_space(env_spaces.observation, name), "action_size": action_size}
 
     def initialize(

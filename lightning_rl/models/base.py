@@ -57,8 +57,8 @@ ModelFactory = Callable[[Sequence[int], int], nn.Module]
 
 #: What the ``observation_shape`` argument of the vector models takes: the shape of one array
 #: observation, or the :class:`~lightning_rl.spaces.Composite` space of a dict or tuple
-#: observation (the agents pass the space itself; see :func:`make_encoder`).
-ObservationShape = Sequence[int] | Composite
+#: observation, or a uint8 image space (the agents pass the space itself; see :func:`make_encoder`).
+ObservationShape = Sequence[int] | Composite | IntBox
 
 
 def is_recurrent_model(model: nn.Module) -> bool:
@@ -381,15 +381,29 @@ def image_side(shape: Sequence[int], layout: str) -> int:
 
 
 def _small_image_encoder(
-    shape: Sequence[int], layout: str, fc_size: int, nonlinearity: type[nn.Module]
+    shape: Sequence[int],
+    layout: str,
+    fc_size: int | Sequence[int],
+    nonlinearity: type[nn.Module],
+    channels_last: bool = False,
 ) -> ImageEncoder:
-    """Nature DQN convs for images of 36 pixels or more a side, else :data:`SMALL_IMAGE_CONVS`."""
+    """Nature DQN convs for images of 36 pixels or more a side, else :data:`SMALL_IMAGE_CONVS`.
+
+    The encoder takes ``[N, C, H, W]`` frames, or ``[N, *shape]`` as they come if
+    ``channels_last`` (an ``"HWC"`` layout is then permuted inside the encoder).
+    """
     c, h, w = (shape[2], shape[0], shape[1]) if layout == "HWC" else tuple(shape)
     if image_side(shape, layout) >= MIN_NATURE_SIDE:
         convs: dict[str, Any] = dict(channels=(32, 64, 64), kernel_sizes=(8, 4, 3), strides=(4, 2, 1))
     else:
         convs = dict(SMALL_IMAGE_CONVS)
+    if channels_last and layout == "HWC":
+        return ImageEncoder(tuple(shape), fc_sizes=fc_size, nonlinearity=nonlinearity, channels_last=True, **convs)
     return ImageEncoder((c, h, w), fc_sizes=fc_size, nonlinearity=nonlinearity, **convs)
+
+
+#: Size of the fully connected layer after an image's convs in the vector models' encoders.
+IMAGE_FC_SIZE = 256
 
 
 def make_encoder(
@@ -399,21 +413,40 @@ def make_encoder(
     normalize_observation: bool = False,
     norm_obs_clip: float = 10.0,
     norm_obs_var_clip: float = 1e-6,
-) -> VectorEncoder | CompositeEncoder:
+) -> VectorEncoder | CompositeEncoder | ImageEncoder:
     """The encoder of the vector models: a :class:`VectorEncoder` for an array shape, a
-    :class:`CompositeEncoder` for a ``Composite`` space (dict and tuple observations).
+    :class:`CompositeEncoder` for a ``Composite`` space (dict and tuple observations), an
+    :class:`ImageEncoder` for a uint8 image space (see :func:`image_layout`).
+
+    An image gets the conv stack that fits its size (the Nature DQN convs from 36 pixels a side,
+    two 3x3 convs below), a :data:`IMAGE_FC_SIZE` layer, then ``hidden_sizes``; it is scaled
+    by 1/255 and never normalized with running statistics.
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space.
+        observation_shape: Shape of one observation, or its ``Composite`` or image space.
         hidden_sizes: MLP hidden sizes (on the concatenated fields for a ``Composite``).
         nonlinearity: Module class after every hidden layer.
         normalize_observation: Running mean/std normalization (per vector field for a ``Composite``).
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
+
+    Raises:
+        ValueError: If ``observation_shape`` is a space that is neither a ``Composite`` nor an image.
     """
     if isinstance(observation_shape, Composite):
         return CompositeEncoder(
             observation_shape, hidden_sizes, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip
+        )
+    if isinstance(observation_shape, (IntBox, FloatBox)):
+        layout = image_layout(observation_shape)
+        if layout is None:
+            raise ValueError(
+                f"observation_shape: a space must be a Composite or a uint8 image, got {observation_shape!r}; "
+                "pass the shape of an array observation"
+            )
+        extra = [] if hidden_sizes is None else [hidden_sizes] if isinstance(hidden_sizes, int) else list(hidden_sizes)
+        return _small_image_encoder(
+            observation_shape.shape, layout, [IMAGE_FC_SIZE, *extra], nonlinearity, channels_last=True
         )
     return VectorEncoder(
         observation_shape, hidden_sizes, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip

@@ -18,6 +18,7 @@ from torch import nn
 from lightning_rl.models.base import (
     CompositeEncoder,
     FeedForwardModel,
+    ImageEncoder,
     ObservationShape,
     RecurrentModel,
     VectorEncoder,
@@ -249,7 +250,7 @@ def _pg_lstm_parts(
     norm_obs_clip: float,
     norm_obs_var_clip: float,
     orthogonal_init: bool,
-) -> tuple[VectorEncoder | CompositeEncoder, LstmCore]:
+) -> tuple[VectorEncoder | CompositeEncoder | ImageEncoder, LstmCore]:
     encoder = make_encoder(
         observation_shape, hidden_sizes, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip
     )

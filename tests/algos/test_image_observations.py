@@ -1,4 +1,4 @@
-"""PPO and DQN learn from a channels-last ``[H, W, C]`` uint8 image observation (issue 22).
+"""PPO, DQN and SAC learn from a channels-last ``[H, W, C]`` uint8 image observation (issue 22).
 
 :class:`tests.toy_envs.BrightHalfImageEnv` shows an 8x8x3 image with one bright pixel; the
 one-step reward is 1 if the ``Discrete(2)`` action names the half it lies in. The image is too
@@ -9,16 +9,17 @@ env stepped by the test: near 0.5 before training, at least 0.9 after.
 
 from __future__ import annotations
 
+import pytest
 import pytorch_lightning as pl
 import torch
 
-from lightning_rl.agents import CategoricalPgAgent, DqnAgent
-from lightning_rl.algos import DQN, PPO
-from lightning_rl.models import AtariFfModel
+from lightning_rl.agents import CategoricalPgAgent, DqnAgent, GaussianPgAgent, SacAgent
+from lightning_rl.algos import DQN, PPO, SAC
+from lightning_rl.models import AtariFfModel, ImageEncoder
 from lightning_rl.replays import ReplayStorage
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import make_trainer
-from tests.toy_envs import BrightHalfImageEnv, greedy_mean_reward
+from tests.toy_envs import BrightColumnImageEnv, BrightHalfImageEnv, greedy_mean_reward
 
 
 def test_ppo_learns_bright_half_of_channels_last_image():
@@ -62,3 +63,33 @@ def test_dqn_learns_channels_last_image_with_whole_observations_in_the_replay():
     # Every stored image holds exactly one bright pixel (three channels of 255).
     assert torch.equal((observation == 255).flatten(1).sum(1), torch.full((16,), 3))
     assert greedy_mean_reward(module.agent, BrightHalfImageEnv) >= 0.9
+
+
+# Continuous actions on an image (:class:`tests.toy_envs.BrightColumnImageEnv`): a uniformly random
+# action scores -0.625 and the best constant action -0.5; reading the image earns up to 0.
+
+
+def test_gaussian_ppo_learns_from_a_channels_last_image():
+    pl.seed_everything(0)
+    module = PPO(GaussianPgAgent(init_log_std=-0.5), SerialSampler(env_id=BrightColumnImageEnv, batch_T=16, batch_B=8),
+                 epochs=4, minibatches=2, learning_rate=1e-3, entropy_loss_coeff=0.0, total_env_steps=8192,
+                 log_interval_steps=1024)
+    make_trainer().fit(module)
+    encoder = module.agent.model.encoder
+    assert isinstance(encoder, ImageEncoder) and encoder.channels_last
+    assert greedy_mean_reward(module.agent, BrightColumnImageEnv) >= -0.15
+
+
+@pytest.mark.slow
+def test_sac_learns_from_a_channels_last_image():
+    pl.seed_everything(0)
+    module = SAC(SacAgent(hidden_sizes=[64, 64], q_hidden_sizes=[64, 64]),
+                 SerialSampler(env_id=BrightColumnImageEnv, batch_T=16, batch_B=4), batch_size=64,
+                 replay_size=10_000, replay_ratio=32, min_steps_learn=256, learning_rate=1e-3,
+                 total_env_steps=3072, log_interval_steps=1024, torch_threads=1)
+    make_trainer().fit(module)
+    # The policy and both critics see the image through their own conv encoders.
+    for net in (module.agent.model, module.agent.q1_model, module.agent.q2_model):
+        assert isinstance(net.encoder, ImageEncoder)
+    assert type(module.replay.storage) is ReplayStorage  # an image, no frame stack: stored whole
+    assert greedy_mean_reward(module.agent, BrightColumnImageEnv) >= -0.15

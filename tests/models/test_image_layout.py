@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lightning_rl.agents import CategoricalPgAgent, DqnAgent
-from lightning_rl.models import AtariDqnModel, AtariFfModel, AtariLstmModel
+from lightning_rl.models import AtariDqnModel, AtariFfModel, AtariLstmModel, ImageEncoder
 from lightning_rl.spaces import IntBox
 
 A = 3
@@ -104,3 +104,24 @@ def test_atari_state_dict_keys_unchanged():
         "head.model.2.weight",
         "head.model.2.bias",
     ]
+
+
+def test_make_encoder_gives_vector_models_a_conv_encoder_for_an_image_space():
+    import numpy as np
+
+    from lightning_rl.models import make_encoder
+    from lightning_rl.spaces import FloatBox, IntBox
+
+    hwc = make_encoder(IntBox(0, 256, shape=(8, 8, 3), dtype=np.uint8), hidden_sizes=[32])
+    assert isinstance(hwc, ImageEncoder) and hwc.channels_last
+    assert hwc.output_size == 32  # 256-unit layer after the convs, then the hidden size
+    frames = torch.zeros(5, 8, 8, 3, dtype=torch.uint8)
+    frames[:, 2, 6] = 255
+    assert hwc(frames).shape == (5, 32)
+    # 3x3 convs below 36 px a side: stride 2 then 1 with padding 1 leave 4x4x32 features.
+    first_fc = next(m for m in hwc.modules() if isinstance(m, torch.nn.Linear))
+    assert first_fc.in_features == 4 * 4 * 32 and first_fc.out_features == 256
+    chw = make_encoder(IntBox(0, 256, shape=(4, 84, 84), dtype=np.uint8))
+    assert isinstance(chw, ImageEncoder) and not chw.channels_last and chw.output_size == 256
+    with pytest.raises(ValueError, match="a space must be a Composite or a uint8 image"):
+        make_encoder(FloatBox(-1, 1, shape=(3,)))
