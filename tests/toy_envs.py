@@ -469,7 +469,9 @@ def greedy_mean_reward(agent: Any, make_env: Any, episodes: int = 200, seed: int
     here with gymnasium directly (a reference independent of the samplers).
 
     Observations and actions are converted as lightning_rl's env adapter does, so the helper
-    serves any space: arrays, Dicts, multi-discrete and binary actions.
+    serves any space: arrays, Dicts, multi-discrete and binary actions. Each episode starts as
+    the samplers start one: the null previous action, reward 0 and, for a recurrent agent, a
+    zero state (``agent.reset()``).
     """
     import torch
 
@@ -485,6 +487,7 @@ def greedy_mean_reward(agent: Any, make_env: Any, episodes: int = 200, seed: int
     total = 0.0
     observation, _ = env.reset(seed=seed)
     for _ in range(episodes):
+        agent.reset()
         inputs = buffer_func(from_gymnasium_value(observation_space, observation),
                              lambda v: torch.as_tensor(np.asarray(v))[None])
         action = agent.step(inputs, prev_action, torch.zeros(1)).action[0]

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from lightning_rl.agents.base import (
+    AgentInputs,
     AgentStep,
     BaseAgent,
     check_continuous_action_space,
@@ -229,7 +230,9 @@ class CategoricalPgAgent(PgAgentBase):
     :class:`~lightning_rl.distributions.MultiCategorical`, actions in the space's own values.
     For vector spaces the model's ``action_size`` is the tuple of choices per dim, and its
     output one softmax per dim side by side (see :class:`~lightning_rl.models.CategoricalPgHead`);
-    the Bernoulli keeps each bit's probability of 1.
+    the Bernoulli keeps each bit's probability of 1. LSTM models see the previous action as one
+    one-hot per dim, or as bits for a binary space (see :class:`~lightning_rl.models.LstmCore`);
+    the agent hands models previous actions with the ``start`` offsets removed.
 
     Args:
         hidden_sizes: MLP hidden sizes for vector observations (policy and value MLPs, or the
@@ -254,9 +257,8 @@ class CategoricalPgAgent(PgAgentBase):
 
     Raises:
         ValueError: If ``model`` cannot build a network; at ``initialize`` if the action space is
-            neither a scalar ``IntBox`` from 0 nor a 1-D ``IntBox``, if ``lstm_size`` is set with
-            a 1-D one, or if the network ``model`` builds is recurrent while the agent is not, the
-            reverse, or of another LSTM size.
+            neither a scalar ``IntBox`` from 0 nor a 1-D ``IntBox``, or if the network ``model``
+            builds is recurrent while the agent is not, the reverse, or of another LSTM size.
 
     Example:
         >>> from lightning_rl.envs.base import EnvSpaces
@@ -279,17 +281,15 @@ class CategoricalPgAgent(PgAgentBase):
         self.normalize_observation = normalize_observation
         # Whether the action space is binary (make_distribution); read on every step.
         self._bernoulli = False
+        # A MultiDiscrete space's bounds [2, D] (low, high - 1) when any low is nonzero
+        # (make_distribution), with copies per device; to_agent_inputs shifts previous actions.
+        self._action_bounds: torch.Tensor | None = None
+        self._action_bounds_on: dict[torch.device, torch.Tensor] = {}
 
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         name = type(self).__name__
         action_size = _discrete_action_sizes(env_spaces.action, name)
         obs_shape = check_observation_space(env_spaces.observation, name)
-        if isinstance(action_size, tuple) and self.lstm_size is not None:
-            # The LSTM models feed the previous action in one-hot over a single categorical.
-            raise ValueError(
-                f"{name}: lstm_size={self.lstm_size} is not supported with a vector action space "
-                f"(MultiDiscrete, MultiBinary), got action space {env_spaces.action!r}: set lstm_size=None"
-            )
         if is_image_space(env_spaces.observation):
             return image_model_kwargs(env_spaces.observation, action_size)
         return {"observation_shape": obs_shape, "action_size": action_size}
@@ -312,6 +312,7 @@ class CategoricalPgAgent(PgAgentBase):
     def make_distribution(self, env_spaces: Any) -> Categorical | MultiCategorical | Bernoulli:
         space = env_spaces.action
         self._bernoulli = False
+        self._action_bounds, self._action_bounds_on = None, {}
         if not space.shape:
             return Categorical(dim=int(space.n))
         low = np.broadcast_to(space.low, space.shape).reshape(-1)
@@ -319,7 +320,29 @@ class CategoricalPgAgent(PgAgentBase):
         if np.all(low == 0) and np.all(high == 2):
             self._bernoulli = True
             return Bernoulli(dim=low.size)
+        if np.any(low != 0):
+            self._action_bounds = torch.tensor([low.tolist(), (high - 1).tolist()], dtype=torch.long)
         return MultiCategorical(nvec=(high - low).tolist(), low=low.tolist())
+
+    def to_agent_inputs(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentInputs:
+        """As :meth:`BaseAgent.to_agent_inputs`, with a ``MultiDiscrete`` space's ``start``
+        offsets removed from ``prev_action`` (``[..., D]``): models see zero-based indexes, as
+        their one-hot encodings of the previous action (:class:`~lightning_rl.models.LstmCore`)
+        and the policy's per-dim softmaxes count them.
+
+        The collectors write 0 for "no previous action" at an episode's start, which may lie
+        outside such a space; values are clipped into the space first, so that 0 becomes the
+        space's null action (0 clipped into the bounds) and actions of the space stay as they are.
+        """
+        inputs = super().to_agent_inputs(observation, prev_action, prev_reward)
+        if self._action_bounds is None:
+            return inputs
+        action = inputs.prev_action
+        bounds = self._action_bounds_on.get(action.device)
+        if bounds is None:
+            bounds = self._action_bounds_on[action.device] = self._action_bounds.to(action.device)
+        low, high = bounds
+        return inputs._replace(prev_action=torch.clamp(action, low, high) - low)
 
     def make_dist_info(self, prob: torch.Tensor) -> DistInfo:
         if self._bernoulli:

@@ -241,7 +241,7 @@ class GaussianPgMlpModel(FeedForwardModel):
 
 def _pg_lstm_parts(
     observation_shape: ObservationShape,
-    action_size: int,
+    action_size: int | Sequence[int],
     hidden_sizes: Sequence[int],
     lstm_size: int,
     nonlinearity: type[nn.Module],
@@ -267,7 +267,11 @@ class CategoricalPgLstmModel(RecurrentModel):
     Args:
         observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
             observations: a :class:`~lightning_rl.models.CompositeEncoder`).
-        action_size: Number of actions.
+        action_size: Number of actions; or, for a vector of discrete actions (``MultiDiscrete``,
+            ``MultiBinary``), the number of choices of each dim (``nvec``): the policy then
+            outputs one softmax per dim side by side, and the LSTM sees the previous action as
+            one one-hot per dim, or as bits when every dim has two choices (see
+            :class:`~lightning_rl.models.LstmCore`).
         hidden_sizes: Hidden sizes of the MLP before the LSTM.
         lstm_size: LSTM hidden size.
         hidden_nonlinearity: Module class after every hidden layer.
@@ -277,13 +281,14 @@ class CategoricalPgLstmModel(RecurrentModel):
         orthogonal_init: Orthogonal initialization of every layer (LSTM gain 1).
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (pi [..., A],
-    value [...], next_rnn_state)``.
+    value [...], next_rnn_state)``; ``prev_action`` is ``[...]`` long, or ``[..., D]`` zero-based
+    indexes for ``D`` action dims; ``A = sum(nvec)`` for vector actions.
     """
 
     def __init__(
         self,
         observation_shape: ObservationShape,
-        action_size: int,
+        action_size: int | Sequence[int],
         hidden_sizes: Sequence[int] = (256,),
         lstm_size: int = 256,
         hidden_nonlinearity: type[nn.Module] = nn.ReLU,

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_rl.agents import CategoricalPgAgent, DdpgAgent, DqnAgent, SacAgent, Td3Agent
+from lightning_rl.agents import (
+    AlternatingCategoricalPgAgent,
+    CategoricalPgAgent,
+    DdpgAgent,
+    DqnAgent,
+    SacAgent,
+    Td3Agent,
+)
 from lightning_rl.distributions import Bernoulli, Categorical, MultiCategorical
 from lightning_rl.envs import EnvSpaces, make_env
 from lightning_rl.spaces import FloatBox, IntBox
@@ -100,9 +107,51 @@ def test_training_pass_gives_per_datum_log_likelihood_with_grad(multi_discrete_s
     assert bool((log_prob < 0).all())
 
 
-def test_lstm_with_vector_actions_fails_naming_lstm_size(multi_discrete_spaces):
-    with pytest.raises(ValueError, match="lstm_size=8 is not supported with a vector action space"):
-        CategoricalPgAgent(lstm_size=8).initialize(multi_discrete_spaces)
+def test_recurrent_agent_feeds_the_model_zero_based_previous_actions(multi_discrete_spaces):
+    # MultiDiscrete([3, 4], start=[1, -2]): dim 0 takes 1..3, dim 1 takes -2..1.
+    torch.manual_seed(0)
+    agent = CategoricalPgAgent(hidden_sizes=(16,), lstm_size=8)
+    agent.initialize(multi_discrete_spaces)
+    assert agent.model.lstm.lstm.input_size == 16 + (3 + 4) + 1
+    obs, reward = torch.rand(3, 7), torch.zeros(3)
+    # The last row is the collectors' 0 for "no previous action": clipped into the space it is
+    # the null action (1, 0), i.e. indexes (0, 2).
+    raw = torch.tensor([[1, -2], [3, 1], [0, 0]])
+    zero_based = torch.tensor([[0, 0], [2, 3], [0, 2]])
+    with torch.no_grad():
+        dist_info, value, state = agent(obs, raw, reward)
+        pi, expected_value, expected_state = agent.model(obs, zero_based, reward)
+    torch.testing.assert_close(dist_info.prob, pi)
+    torch.testing.assert_close(value, expected_value)
+    torch.testing.assert_close(state.h, expected_state.h)
+
+
+def test_recurrent_agent_steps_with_vector_actions(multi_discrete_spaces, multi_binary_spaces):
+    for spaces, width in ((multi_discrete_spaces, 7), (multi_binary_spaces, 4)):
+        agent = CategoricalPgAgent(hidden_sizes=(16,), lstm_size=8)
+        agent.initialize(spaces)
+        agent.sample_mode(0)
+        step = agent.step(*step_inputs(spaces, B))
+        assert step.action.shape == (B, 2 if width == 7 else 4)
+        assert step.agent_info.dist_info.prob.shape == (B, width)
+        assert step.agent_info.prev_rnn_state.h.shape == (B, 1, 8)
+        # The next step feeds the sampled actions back: they must lie in the space.
+        assert all(spaces.action.contains(a.numpy()) for a in step.action)
+        agent.step(step_inputs(spaces, B)[0], step.action, torch.ones(B))
+        assert not torch.equal(agent.prev_rnn_state.h, torch.zeros(1, B, 8))
+
+
+def test_alternating_recurrent_agent_with_multi_discrete_actions(multi_discrete_spaces):
+    agent = AlternatingCategoricalPgAgent(hidden_sizes=(16,), lstm_size=8)
+    agent.initialize(multi_discrete_spaces)
+    agent.sample_mode(0)
+    obs, prev_action, reward = step_inputs(multi_discrete_spaces, B // 2)
+    first = agent.step(obs, prev_action, reward)  # half 0
+    second = agent.step(obs, first.action, reward)  # half 1 (its own zero state)
+    assert first.action.shape == second.action.shape == (B // 2, 2)
+    # Half 1 started from zeros, as half 0 did.
+    torch.testing.assert_close(second.agent_info.prev_rnn_state.h, torch.zeros(B // 2, 1, 8))
+    assert agent.value(obs, second.action, reward).shape == (B // 2,)
 
 
 def test_two_dimensional_int_box_actions_fail_naming_the_space():

@@ -126,3 +126,35 @@ def test_bad_action_size():
         CategoricalPgMlpModel(OBS, 0)
     with pytest.raises(ValueError, match="action_size"):
         GaussianPgLstmModel(OBS, 0)
+
+
+def _vector_action_inputs(nvec: tuple[int, ...], seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    obs = torch.randn((T, B) + OBS, generator=gen)
+    prev_action = torch.stack([torch.randint(0, n, (T, B), generator=gen) for n in nvec], dim=-1)
+    return obs, prev_action, torch.randn(T, B, generator=gen)
+
+
+@pytest.mark.parametrize(
+    "nvec, pi_size",
+    [pytest.param((3, 4), 7, id="multi-discrete"), pytest.param((2, 2, 2), 6, id="multi-binary")],
+)
+def test_lstm_vector_actions_shapes_and_stepping(nvec, pi_size, check_leading_dims, check_stepping):
+    # prev_action [T, B, D] in; pi holds one softmax per dim, sum(nvec) wide.
+    model = CategoricalPgLstmModel(OBS, nvec, [16], 8)
+    inputs = _vector_action_inputs(nvec)
+    check_leading_dims(model, inputs, [(pi_size,), ()], recurrent=True)
+    check_stepping(model, inputs)
+    pi = model(*inputs)[0]
+    for block in pi.split(nvec, dim=-1):
+        torch.testing.assert_close(block.sum(-1), torch.ones(T, B))
+
+
+def test_lstm_uses_each_dim_of_a_vector_prev_action():
+    model = CategoricalPgLstmModel(OBS, (3, 4), [8], 8)
+    obs, prev_action, prev_reward = _vector_action_inputs((3, 4))
+    base = model(obs, prev_action, prev_reward)[0]
+    for d, n in enumerate((3, 4)):
+        changed = prev_action.clone()
+        changed[..., d] = (changed[..., d] + 1) % n
+        assert not torch.allclose(model(obs, changed, prev_reward)[0], base)
