@@ -11,13 +11,14 @@ same buffer, epsilon and counters.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
 from lightning_rl.datasets.replay import ReplayDataset
+from lightning_rl.models import array_image_layout
 from lightning_rl.replays import ReplayBuffer
 
 
@@ -197,14 +198,39 @@ def samples_to_buffer(samples: Any) -> SamplesToBuffer:
     )
 
 
-def frame_stack_of(observation: Any) -> int | None:
-    """Frames per observation when the sampler's observations are ``[T, B, frames, H, W]`` uint8
-    Atari stacks (the replay then stores each frame once), else None."""
-    if isinstance(observation, tuple):  # dict/tuple observations are stored field by field (issue 22)
-        return None
-    if observation.dtype.name == "uint8" and observation.ndim == 5:
-        return int(observation.shape[2])
-    return None
+def frame_stack_of(observation: Any) -> int | dict[str, int] | None:
+    """How the replay stores the sampler's observations ``[T, B, ...]`` frame by frame.
+
+    A frame stack is a uint8 ``[C, H, W]`` observation (channels first by
+    :func:`~lightning_rl.models.array_image_layout`, the rule the models use): Atari's
+    ``[4, 84, 84]``. Channels-last images ``[H, W, C]`` are single images, stored whole.
+
+    Returns:
+        ``C`` for an array observation that is a frame stack; for a dict/tuple observation
+        (a namedarraytuple) the ``C`` of each field that is a stack of two or more frames, by its
+        dotted path (``{"pixels": 4}``, nested ``{"camera.left": 4}``; issue 22), the other fields
+        being stored as they are; None when nothing is stored frame by frame.
+    """
+    if isinstance(observation, tuple):
+        stacks = {
+            path: int(leaf.shape[2])
+            for path, leaf in _leaf_paths(observation, "")
+            if _is_frame_stack(leaf) and leaf.shape[2] > 1
+        }
+        return stacks or None
+    return int(observation.shape[2]) if _is_frame_stack(observation) else None
+
+
+def _is_frame_stack(array: Any) -> bool:
+    return array.ndim == 5 and array_image_layout(array.shape[2:], array.dtype) == "CHW"
+
+
+def _leaf_paths(observation: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    for name, value in zip(observation._fields, observation, strict=True):
+        if isinstance(value, tuple):
+            yield from _leaf_paths(value, f"{prefix}{name}.")
+        elif value is not None:
+            yield f"{prefix}{name}", value
 
 
 class SoftTargetUpdate:
