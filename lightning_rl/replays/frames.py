@@ -218,7 +218,10 @@ class CompositeFrameReplayStorage(ReplayStorage):
             raise ValueError("frame_stacks: name at least one frame-stacked field")
         fields = {}
         for path, C in frame_stacks.items():
-            field = _leaf(obs, path)
+            try:
+                field = _leaf(obs, path)
+            except AttributeError:
+                field = None
             if field is None or isinstance(field, tuple) or np.ndim(field) < 1:
                 raise ValueError(f"frame_stacks: {path!r} is no array field of the observation")
             if C < 1 or np.shape(field)[0] != C:
