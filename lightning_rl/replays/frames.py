@@ -17,6 +17,7 @@ issue 22) with one ring per frame-stacked field and every other field stored as 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -183,6 +184,12 @@ class CompositeFrameReplayStorage(ReplayStorage):
     other field (vectors, single images, nested fields) is stored as it is. Replayed observations
     have the stored observations' structure, the stacks rebuilt in their fields.
 
+    Which fields are stacks is read off their shape (uint8 ``[C, H, W]``), which a channels-first
+    RGB image ``[3, H, W]`` shares, and the env's stack must start an episode with zero frames.
+    So the first :attr:`CHECKED_APPENDS` appends rebuild the rows they wrote and warn, once per
+    field, when a rebuilt stack differs from the appended one: replayed observations would then
+    differ from the env's.
+
     Args:
         example: One step of samples; ``observation`` is a namedtuple/namedarraytuple (nested
             ones allowed).
@@ -199,6 +206,9 @@ class CompositeFrameReplayStorage(ReplayStorage):
         ValueError: If the observation is no namedtuple, ``frame_stacks`` is empty, names no
             array field, or a ``C`` < 1 or other than the field's first dim.
     """
+
+    #: Appends whose rows are rebuilt and compared with the appended stacks.
+    CHECKED_APPENDS = 4
 
     def __init__(
         self,
@@ -239,6 +249,8 @@ class CompositeFrameReplayStorage(ReplayStorage):
         self.rings = {
             path: FrameRing(self.frame_stacks[path], f.shape[1:], f.dtype, T, B, shared) for path, f in fields.items()
         }
+        self._appends_checked = 0
+        self._warned: set[str] = set()
 
     @property
     def off_forward(self) -> int:
@@ -258,6 +270,29 @@ class CompositeFrameReplayStorage(ReplayStorage):
         super()._write_separate(samples, c0, T_in, parts, before)
         for path, ring in self.rings.items():
             ring.write(np.asarray(_leaf(samples.observation, path)), c0, T_in, parts, before)
+
+    def append(self, samples: Any) -> np.ndarray:
+        rows = super().append(samples)
+        if self._appends_checked < self.CHECKED_APPENDS:
+            self._appends_checked += 1
+            self._check_rebuilt(samples, rows)
+        return rows
+
+    def _check_rebuilt(self, samples: Any, rows: np.ndarray) -> None:
+        """Warn for each field whose just-written rows do not rebuild to the appended stacks."""
+        # Rows whose older frames this append has not overwritten again (it wrote past them).
+        keep = min(len(rows), self.T - self.off_forward)
+        idx = rows[-keep:, None] * self.B + np.arange(self.B)
+        for path, ring in self.rings.items():
+            appended = np.asarray(_leaf(samples.observation, path))[-keep:]
+            if path not in self._warned and not np.array_equal(ring.stacks(idx, self.buffers["done"]), appended):
+                self._warned.add(path)
+                warnings.warn(
+                    f"observation field {path!r} {appended.shape[2:]} is stored as a stack of "
+                    f"{ring.frame_stack} frames, but its steps do not shift in one new frame each (or its "
+                    "older frames are not zero after a reset): replayed observations differ from the env's",
+                    stacklevel=2,
+                )
 
     def observation(self, idx: np.ndarray) -> Any:
         """Observations at flat indices ``idx = t * B + b`` (any shape ``[*S]``), the stacked

@@ -11,11 +11,13 @@ full ring never replayed). Expected stacks are written out by hand or come from 
 from __future__ import annotations
 
 import io
+import warnings
 
 import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
 
 from lightning_rl.agents import DqnAgent
 from lightning_rl.algos import DQN
@@ -211,16 +213,45 @@ def test_bad_stacked_field_is_rejected_before_writing():
     assert replay.storage.rows_written == 0 and not replay.storage.buffers["observation"].state.any()
 
 
-def test_dqn_on_a_dict_env_stores_its_image_key_frame_by_frame():
+def test_true_stacks_never_warn_but_rgb_images_and_reset_padded_stacks_do():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the hand-built stacks shift one frame per step, zeros after a reset
+        replay = ReplayBuffer(hand_example(), size=6, B=1, frame_stack={"pixels": 3})
+        for start in range(0, 10, 2):
+            replay.append_samples(hand_batch(range(start, start + 2)))
+    # A channels-first RGB image [3, 2, 2] has the shape of a 3-frame stack but is none.
+    rgb = np.random.default_rng(0).integers(1, 255, (4, 1, 3, 2, 2), dtype=np.uint8)
+    samples = hand_batch(range(4))
+    replay = ReplayBuffer(hand_example(), size=6, B=1, frame_stack={"pixels": 3})
+    with pytest.warns(UserWarning, match="'pixels'.*replayed observations differ"):
+        replay.append_samples(samples._replace(observation=samples.observation._replace(pixels=rgb)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per field
+        replay.append_samples(samples._replace(observation=samples.observation._replace(pixels=rgb)))
+    # A stack padded at reset with copies of the first frame (not zeros): step 4 is [14, 14, 14].
+    padded = hand_batch(range(2, 6))
+    pixels = padded.observation.pixels.copy()
+    pixels[2, 0, :2] = 14
+    replay = ReplayBuffer(hand_example(), size=6, B=1, frame_stack={"pixels": 3})
+    with pytest.warns(UserWarning, match="'pixels'"):
+        replay.append_samples(padded._replace(observation=padded.observation._replace(pixels=pixels)))
+
+
+def dict_env_dqn() -> DQN:
+    return DQN(DqnAgent(hidden_sizes=[16], eps_steps_min=0, eps_steps_max=128),
+               SerialSampler(env_id=FrameStackDictEnv, batch_T=8, batch_B=2), batch_size=16, replay_size=64,
+               replay_ratio=1, min_steps_learn=32, n_step_return=2, prioritized_replay=True,
+               target_update_interval=4, total_env_steps=160, log_interval_steps=32)
+
+
+def test_dqn_on_a_dict_env_stores_its_image_key_frame_by_frame_and_resumes_it(tmp_path):
     pl.seed_everything(0)
-    module = DQN(DqnAgent(hidden_sizes=[16], eps_steps_min=0, eps_steps_max=128),
-                 SerialSampler(env_id=FrameStackDictEnv, batch_T=8, batch_B=2), batch_size=16, replay_size=64,
-                 replay_ratio=1, min_steps_learn=32, n_step_return=2, prioritized_replay=True,
-                 target_update_interval=4, total_env_steps=160, log_interval_steps=32)
-    make_trainer().fit(module)
+    module = dict_env_dqn()
+    make_trainer(callbacks=[ModelCheckpoint(dirpath=tmp_path, save_last=True)]).fit(module)
     assert module.train_state.env_steps == 160 and module.train_state.updates > 0
     st = module.replay.storage
     assert isinstance(st, CompositeFrameReplayStorage)
+    assert st.rows_written == 80 > st.T == 32  # wrapped
     assert st.rings["frames"].frames.shape == (st.T + 2, 2, 8, 8)
     batch = module.replay.sample_batch(64)
     for obs in (batch.agent_inputs.observation, batch.target_inputs.observation):
@@ -228,3 +259,13 @@ def test_dqn_on_a_dict_env_stores_its_image_key_frame_by_frame():
         t = obs.step[:, 0].long()
         want = (t[:, None] - 1 + torch.arange(3)).clamp(min=0).to(torch.uint8)
         torch.testing.assert_close(obs.frames, want[:, :, None, None].expand(-1, -1, 8, 8))
+    # The checkpoint's replay side file brings the frames back into a new module's replay.
+    pl.seed_everything(1)
+    resumed = dict_env_dqn()
+    make_trainer(max_epochs=5, callbacks=[ModelCheckpoint(dirpath=tmp_path / "resumed")]).fit(
+        resumed, ckpt_path=str(tmp_path / "last.ckpt"))
+    assert resumed.train_state.env_steps == 160
+    saved, loaded = module.replay.state_dict(), resumed.replay.state_dict()
+    assert saved["storage"]["frames.frames"].shape == (34, 2, 8, 8)
+    for key in ("frames.frames", "samples.observation.step", "samples.action", "counters"):
+        torch.testing.assert_close(loaded["storage"][key], saved["storage"][key], rtol=0, atol=0)
