@@ -496,3 +496,50 @@ def greedy_mean_reward(agent: Any, make_env: Any, episodes: int = 200, seed: int
         total += float(reward)
         observation, _ = env.reset()
     return total / episodes
+
+
+class FrameStackDictEnv(gymnasium.Env):
+    """A ``Dict`` observation with a frame-stacked image key, as a frame-stacking wrapper makes it.
+
+    ``"frames"``: uint8 ``[frame_stack, size, size]``, oldest frame first; the frame shown at
+    step ``t`` of an episode (``t = 0`` after reset) is filled with ``t + 1``, and after a reset
+    the older frames are zero, so the stack at step ``t`` is frame ``k`` = ``max(0, t + 2 -
+    frame_stack + k)`` (never-zero frames except before the episode). ``"step"``: float32
+    ``[1]`` holding ``t``, from which a test rebuilds the stack. Reward 1 when the action equals
+    ``t % 2``; terminated after ``episode_length`` steps. It declares ``frame_stack = {"frames":
+    frame_stack}`` (:attr:`lightning_rl.envs.Env.frame_stack`), so the replay stores each frame once.
+
+    Args:
+        frame_stack: Frames per stack.
+        size: Frame height and width.
+        episode_length: Steps per episode.
+    """
+
+    def __init__(self, frame_stack: int = 3, size: int = 8, episode_length: int = 5) -> None:
+        self.size, self.episode_length = size, episode_length
+        self.frame_stack = {"frames": frame_stack}
+        self.observation_space = spaces.Dict(
+            {
+                "frames": spaces.Box(0, 255, shape=(frame_stack, size, size), dtype=np.uint8),
+                "step": spaces.Box(0.0, float(episode_length), shape=(1,), dtype=np.float32),
+            }
+        )
+        self.action_space = spaces.Discrete(2)
+        self._stack = np.zeros((frame_stack, size, size), dtype=np.uint8)
+        self._t = 0
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        self._stack = np.roll(self._stack, -1, axis=0)
+        self._stack[-1] = self._t + 1
+        return {"frames": self._stack.copy(), "step": np.array([self._t], dtype=np.float32)}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t = 0
+        self._stack[:] = 0
+        return self._observe(), {}
+
+    def step(self, action: Any):
+        reward = float(int(action) == self._t % 2)
+        self._t += 1
+        return self._observe(), reward, self._t >= self.episode_length, False, {}

@@ -11,7 +11,7 @@ same buffer, epsilon and counters.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -197,37 +197,60 @@ def samples_to_buffer(samples: Any) -> SamplesToBuffer:
     )
 
 
-def frame_stack_of(observation: Any, declared: int | dict[str, int] | None) -> int | None:
-    """Frames per observation for the replay's frame storage: the env's declared
+def frame_stack_of(observation: Any, declared: int | dict[str, int] | None) -> int | dict[str, int] | None:
+    """How the replay stores the sampler's observations frame by frame: the env's declared
     :attr:`~lightning_rl.envs.Env.frame_stack`, checked against the sampler's observations.
 
     Only a declaration turns frame storage on: a uint8 ``[C, H, W]`` array alone may as well be
     an RGB image, whose channels are no frames (storing its last channel alone would corrupt it).
 
     Args:
-        observation: The sampler's observation buffer ``[T, B, ...]`` (an array, or a tuple for
-            dict and tuple observations).
-        declared: What the env declares (None: nothing, the replay stores whole observations).
+        observation: The sampler's observation buffer ``[T, B, ...]`` (an array, or a
+            namedarraytuple for dict and tuple observations).
+        declared: What the env declares: ``C`` for an array observation, ``{dotted field path:
+            C}`` (``{"pixels": 4}``, nested ``{"camera.left": 4}``) for a dict or tuple one, whose
+            other fields are stored as they are; None for nothing.
+
+    Returns:
+        ``declared`` once checked (None for None).
 
     Raises:
-        ValueError: If the declaration does not fit the observations: not a uint8 ``[C, H, W]``
-            array with ``C`` equal to the declared frames, or a per-field declaration (dict)
-            for an array observation.
+        ValueError: If the declaration does not fit the observations: a count for a dict
+            observation or a mapping for an array one, a path that names no field, or a stack
+            that is not uint8 ``[C, H, W]`` with ``C`` the declared frames.
     """
     if declared is None:
         return None
-    if isinstance(declared, dict) or isinstance(observation, tuple):
+    if isinstance(declared, dict) != isinstance(observation, tuple):
+        kind = "a dict/tuple" if isinstance(observation, tuple) else "an array"
+        want = "a mapping {field path: frames}" if isinstance(observation, tuple) else "an int frame count"
+        raise ValueError(f"frame_stack: the env declares {declared!r} for {kind} observation, which takes {want}")
+    if not isinstance(declared, dict):
+        _check_stack(observation, declared, "its observations")
+        return int(declared)
+    leaves = dict(_leaf_paths(observation, ""))
+    for path, frames in declared.items():
+        if path not in leaves:
+            raise ValueError(f"frame_stack: the env declares field {path!r}, but the observation has {sorted(leaves)}")
+        _check_stack(leaves[path], frames, f"field {path!r}")
+    return {path: int(frames) for path, frames in declared.items()}
+
+
+def _check_stack(array: Any, frames: Any, what: str) -> None:
+    shape = tuple(array.shape[2:])
+    if not isinstance(frames, int) or array.dtype.name != "uint8" or len(shape) != 3 or shape[0] != frames:
         raise ValueError(
-            f"frame_stack: the env declares {declared!r} for a {'dict' if isinstance(observation, tuple) else 'array'} "
-            "observation; an int frame count fits an array observation [C, H, W] only"
+            f"frame_stack: the env declares {frames!r} frames, but {what} are {array.dtype.name} {list(shape)}; "
+            f"frame storage needs uint8 [{frames}, H, W]"
         )
-    shape = tuple(observation.shape[2:])
-    if observation.dtype.name != "uint8" or len(shape) != 3 or shape[0] != declared:
-        raise ValueError(
-            f"frame_stack: the env declares {declared!r} frames, but its observations are {observation.dtype.name} "
-            f"{list(shape)}; frame storage needs uint8 [{declared}, H, W]"
-        )
-    return int(declared)
+
+
+def _leaf_paths(observation: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    for name, value in zip(observation._fields, observation, strict=True):
+        if isinstance(value, tuple):
+            yield from _leaf_paths(value, f"{prefix}{name}.")
+        elif value is not None:
+            yield f"{prefix}{name}", value
 
 
 class SoftTargetUpdate:

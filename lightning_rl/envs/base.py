@@ -69,7 +69,8 @@ class Env(abc.ABC):
         An env declares ``C`` only if its observation is a uint8 stack ``[C, H, W]`` of the last
         ``C`` frames, oldest first, that shifts in exactly one new frame per step and holds
         ``C - 1`` zero frames and the first frame after a reset (:class:`AtariEnv` in grayscale).
-        A dict observation declares ``{field name: C}`` for such fields. None (the default): no
+        A dict or tuple observation declares ``{dotted field path: C}`` for such fields
+        (``{"pixels": 4}``, nested ``{"camera.left": 4}``); its other fields are stored whole. None (the default): no
         frame is shared between observations, and the replay stores them whole. Declaring a
         stack that the observations do not follow would make the replay rebuild wrong ones.
         """

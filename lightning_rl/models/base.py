@@ -35,6 +35,7 @@ __all__ = [
     "ObservationShape",
     "RecurrentModel",
     "VectorEncoder",
+    "array_image_layout",
     "image_layout",
     "image_side",
     "is_recurrent_model",
@@ -221,9 +222,16 @@ def image_layout(space: Any) -> str | None:
     ``[4, 84, 84]``, and tiny images where both ends are <= 4). Decided from the space alone,
     never from an env id.
     """
-    if not isinstance(space, (IntBox, FloatBox)) or np.dtype(space.dtype) != np.uint8 or len(space.shape) != 3:
+    if not isinstance(space, (IntBox, FloatBox)):
         return None
-    return "HWC" if space.shape[-1] <= 4 < space.shape[0] else "CHW"
+    return array_image_layout(space.shape, space.dtype)
+
+
+def array_image_layout(shape: Sequence[int], dtype: Any) -> str | None:
+    """:func:`image_layout` of one observation of ``shape`` and ``dtype`` (no leading dims)."""
+    if np.dtype(dtype) != np.uint8 or len(shape) != 3:
+        return None
+    return "HWC" if shape[-1] <= 4 < shape[0] else "CHW"
 
 
 def _field(observation: Any, index: int) -> Any:

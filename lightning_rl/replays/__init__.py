@@ -4,7 +4,7 @@ Use :class:`ReplayBuffer`; the parts are public for algorithms that need somethi
 """
 
 from lightning_rl.replays.buffer import ReplayBuffer
-from lightning_rl.replays.frames import FrameReplayStorage
+from lightning_rl.replays.frames import CompositeFrameReplayStorage, FrameReplayStorage, FrameRing
 from lightning_rl.replays.n_step import SamplesFromReplay, compute_n_step_targets, extract_transitions
 from lightning_rl.replays.prioritized import PrioritizedSampler
 from lightning_rl.replays.sequence import SequenceSamplesFromReplay, extract_sequence_batch
@@ -14,7 +14,9 @@ from lightning_rl.replays.sum_tree import SumTree
 from lightning_rl.replays.uniform import UniformSampler
 
 __all__ = [
+    "CompositeFrameReplayStorage",
     "FrameReplayStorage",
+    "FrameRing",
     "PrioritizedSampler",
     "RWLock",
     "ReplayBuffer",

@@ -2,27 +2,31 @@
 
 Instead of a class for every combination (rlpyt has 33), a replay is three parts:
 
-* storage: :class:`~lightning_rl.replays.storage.ReplayStorage` (plain) or
-  :class:`~lightning_rl.replays.frames.FrameReplayStorage` (``frame_stack``), either in OS
-  shared memory behind an :class:`~lightning_rl.replays.shared.RWLock` (``shared``);
+* storage: :class:`~lightning_rl.replays.storage.ReplayStorage` (plain),
+  :class:`~lightning_rl.replays.frames.FrameReplayStorage` (``frame_stack``: an int) or
+  :class:`~lightning_rl.replays.frames.CompositeFrameReplayStorage` (``frame_stack``: frames per
+  field of a dict/tuple observation), either in OS shared memory behind an
+  :class:`~lightning_rl.replays.shared.RWLock` (``shared``);
 * index sampler: :class:`~lightning_rl.replays.uniform.UniformSampler` or
   :class:`~lightning_rl.replays.prioritized.PrioritizedSampler` (``prioritized``);
 * batch type: transitions with n-step targets
   (:class:`~lightning_rl.replays.n_step.SamplesFromReplay`) or sequences for recurrent agents
   (:class:`~lightning_rl.replays.sequence.SequenceSamplesFromReplay`, ``sequence_T``).
 
-Every argument is a typed scalar, so algorithms expose them to LightningCLI YAML as they are.
+Every argument but ``frame_stack`` (which algorithms read off the sampler's observations) is a
+typed scalar, so algorithms expose them to LightningCLI YAML as they are.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np
 import torch
 
-from lightning_rl.replays.frames import FrameReplayStorage
+from lightning_rl.replays.frames import CompositeFrameReplayStorage, FrameReplayStorage
 from lightning_rl.replays.n_step import SamplesFromReplay, extract_transitions
 from lightning_rl.replays.prioritized import PrioritizedSampler
 from lightning_rl.replays.sequence import SequenceSamplesFromReplay, extract_sequence_batch
@@ -60,7 +64,9 @@ class ReplayBuffer:
         default_priority: Priority given to new samples.
         stratified: Stratified prioritized draws.
         eta: Sequence priority ``η · max + (1 - η) · mean`` of per-step priorities.
-        frame_stack: Store stacked-frame observations ``[frame_stack, H, W]`` once per frame.
+        frame_stack: Store stacked-frame observations ``[frame_stack, H, W]`` once per frame; for
+            dict/tuple observations a mapping from the dotted path of each frame-stacked field
+            to its frames (``{"pixels": 4}``), the other fields stored as they are.
         sequence_T: Replay sequences of this many training rows (plus ``n_step_return``).
         rnn_state_interval: Sequence starts (and stored ``prev_rnn_state``) every this many
             rows; None means 1. Sequence replays only.
@@ -95,7 +101,7 @@ class ReplayBuffer:
         default_priority: float = 1.0,
         stratified: bool = False,
         eta: float = 0.9,
-        frame_stack: int | None = None,
+        frame_stack: int | Mapping[str, int] | None = None,
         sequence_T: int | None = None,
         rnn_state_interval: int | None = None,
         shared: bool = False,
@@ -117,14 +123,19 @@ class ReplayBuffer:
         )
         span = 1 if sequence_T is None else sequence_T + n_step_return
         min_age = span - 1 + n_step_return
-        off_forward = 1 if frame_stack is None else max(1, frame_stack - 1)
+        if isinstance(frame_stack, Mapping):
+            off_forward = max(1, max(frame_stack.values()) - 1)
+        else:
+            off_forward = 1 if frame_stack is None else max(1, frame_stack - 1)
         if T < min_age + off_forward + interval + 1:
             raise ValueError(
                 f"size={size} is too small: a ring of {T} rows x B={B} cannot hold one replayable "
                 f"window of {span} rows plus {n_step_return}-step targets"
             )
-        if frame_stack is not None:
-            self.storage: ReplayStorage = FrameReplayStorage(example, T, B, frame_stack, **storage_kwargs)
+        if isinstance(frame_stack, Mapping):
+            self.storage: ReplayStorage = CompositeFrameReplayStorage(example, T, B, frame_stack, **storage_kwargs)
+        elif frame_stack is not None:
+            self.storage = FrameReplayStorage(example, T, B, frame_stack, **storage_kwargs)
         else:
             self.storage = ReplayStorage(example, T, B, **storage_kwargs)
         self.rng = np.random.default_rng(seed)
@@ -319,7 +330,11 @@ def _check_args(**args: Any) -> None:
         bad("default_priority", "> 0")
     if not 0 <= args["eta"] <= 1:
         bad("eta", "in [0, 1]")
-    if args["frame_stack"] is not None and args["frame_stack"] < 1:
+    frame_stack = args["frame_stack"]
+    if isinstance(frame_stack, Mapping):
+        if not frame_stack or not all(isinstance(c, (int, np.integer)) and c >= 1 for c in frame_stack.values()):
+            bad("frame_stack", "a non-empty mapping of field paths to ints >= 1")
+    elif frame_stack is not None and frame_stack < 1:
         bad("frame_stack", ">= 1 or None")
     if args["sequence_T"] is not None and args["sequence_T"] < 1:
         bad("sequence_T", ">= 1 or None")

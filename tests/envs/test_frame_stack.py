@@ -88,5 +88,5 @@ def test_frame_stack_of_trusts_only_a_declaration_that_fits():
         frame_stack_of(stacks, 3)
     with pytest.raises(ValueError, match=r"declares 4 frames, but its observations are float32"):
         frame_stack_of(stacks.astype(np.float32), 4)
-    with pytest.raises(ValueError, match="an int frame count fits an array observation"):
+    with pytest.raises(ValueError, match="for an array observation, which takes an int frame count"):
         frame_stack_of(stacks, {"pixels": 4})
