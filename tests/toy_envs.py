@@ -464,6 +464,34 @@ class BrightColumnImageEnv(gymnasium.Env):
         return self._image.copy(), reward, True, False, {}
 
 
+class DiscreteFieldEnv(gymnasium.Env):
+    """One-step episodes whose reward depends on a ``Discrete`` field of a ``Dict`` observation.
+
+    Observation ``{"cell": Discrete(8), "noise": Box(-1, 1, (3,))}``; action ``Discrete(2)``.
+    Reward 1 if the action equals ``TABLE[cell]``, a fixed 0/1 table with no order in it (not
+    monotone in the cell index), else 0. A uniformly random policy gets 0.5.
+    """
+
+    TABLE = (1, 0, 0, 1, 1, 1, 0, 0)
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Dict(
+            {"cell": spaces.Discrete(8), "noise": spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)}
+        )
+        self.action_space = spaces.Discrete(2)
+        self._cell = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._cell = int(self.np_random.integers(8))
+        noise = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return {"cell": self._cell, "noise": noise}, {}
+
+    def step(self, action: Any):
+        reward = float(int(action) == self.TABLE[self._cell])
+        return {"cell": self._cell, "noise": np.zeros(3, np.float32)}, reward, True, False, {}
+
+
 def greedy_mean_reward(agent: Any, make_env: Any, episodes: int = 200, seed: int = 12345) -> float:
     """Mean reward of ``agent``'s greedy actions over one-step episodes of ``make_env()``, stepped
     here with gymnasium directly (a reference independent of the samplers).

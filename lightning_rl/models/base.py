@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeGuard, cast
 
 import numpy as np
 import torch
 from torch import nn
 
 from lightning_rl.data import infer_leading_dims, restore_leading_dims
-from lightning_rl.models.blocks import Conv2dHeadModel, MlpModel
+from lightning_rl.models.blocks import Conv2dHeadModel, MlpModel, concat_onehot
 from lightning_rl.models.normalization import RunningMeanStdModel
 from lightning_rl.models.recurrent import LstmCore, RnnState
 from lightning_rl.spaces import Composite, FloatBox, IntBox
@@ -30,9 +31,11 @@ from lightning_rl.spaces import Composite, FloatBox, IntBox
 __all__ = [
     "CompositeEncoder",
     "FeedForwardModel",
+    "FieldEncoder",
     "ImageEncoder",
     "ModelFactory",
     "ObservationShape",
+    "OneHotEncoder",
     "RecurrentModel",
     "VectorEncoder",
     "array_image_layout",
@@ -144,6 +147,116 @@ class VectorEncoder(nn.Module):
         return self.mlp(self.flatten(observation))
 
 
+class OneHotEncoder(nn.Module):
+    """One-hot encode a discrete field: one one-hot per element, side by side.
+
+    A ``Discrete(n)`` field becomes ``[n]`` features, a ``MultiDiscrete(nvec)`` one
+    ``[sum(nvec)]``; an index feeds the network as a category, not as a magnitude (position 3 is
+    not "3 times" position 1).
+
+    Args:
+        space: The field's ``IntBox`` (scalar or 1-D; ``low``/``high`` give each element's range).
+
+    Raises:
+        ValueError: If ``space`` is no scalar or 1-D ``IntBox``.
+    """
+
+    obs_rms = None
+    _low: torch.Tensor
+    _starts: torch.Tensor
+
+    def __init__(self, space: IntBox) -> None:
+        super().__init__()
+        if not isinstance(space, IntBox) or len(space.shape) > 1:
+            raise ValueError(f"OneHotEncoder: space must be a scalar or 1-D IntBox, got {space!r}")
+        self.observation_shape = tuple(int(s) for s in space.shape)
+        self.obs_ndim = len(self.observation_shape)
+        dims = max(1, math.prod(self.observation_shape))
+        low = np.broadcast_to(np.asarray(space.low, dtype=np.int64), (dims,))
+        nvec = np.broadcast_to(np.asarray(space.high, dtype=np.int64), (dims,)) - low
+        #: Classes of each element.
+        self.nvec = tuple(int(n) for n in nvec)
+        # Derived from the space, so not saved (state_dict keys stay those of a parameterless field).
+        self.register_buffer("_low", torch.as_tensor(low.copy()), persistent=False)
+        self.register_buffer("_starts", torch.as_tensor(np.concatenate([[0], np.cumsum(nvec)[:-1]])), persistent=False)
+
+    @property
+    def output_size(self) -> int:
+        """``sum(nvec)``."""
+        return sum(self.nvec)
+
+    def update_obs_rms(self, observation: torch.Tensor, all_gather: AllGather | None = None) -> None:
+        """No running statistics for categories (kept for a uniform encoder interface)."""
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        """``[N, sum(nvec)]`` one-hots of integer observations ``[N, *shape]``."""
+        index = observation.reshape(observation.shape[0], len(self.nvec)).long() - self._low
+        return concat_onehot(index, self._starts, self.output_size, torch.float32)
+
+
+#: The largest ``sum(nvec)`` a discrete field is one-hot encoded with by default; a larger one
+#: (a position index over a big grid, say) enters as numbers unless its :class:`FieldEncoder`
+#: says ``one_hot: true``.
+MAX_AUTO_ONE_HOT = 1024
+
+
+@dataclass(frozen=True)
+class FieldEncoder:
+    """How :class:`CompositeEncoder` encodes one field of a dict or tuple observation.
+
+    Given in a model's ``field_encoders`` by the field's dotted path (``camera``, nested
+    ``robot.joints``); a field without one gets the defaults below. In YAML::
+
+        model:
+          class_path: lightning_rl.models.CategoricalPgMlpModel
+          init_args:
+            field_encoders:
+              camera: {channels: [16, 32], kernel_sizes: [3, 3], strides: [2, 2], fc_size: 64}
+              goal: {one_hot: false, normalize: true}
+              joints: {hidden_sizes: [32]}
+
+    Args:
+        hidden_sizes: An MLP (ReLU) on this field's features alone, before they join the others.
+        normalize: Running mean/std normalization of a numeric field; None: the model's
+            ``normalize_observation``. Never applies to images or one-hot fields.
+        one_hot: Encode a discrete (``Discrete``/``MultiDiscrete``) field as one-hots; None: yes
+            when the one-hots are at most :data:`MAX_AUTO_ONE_HOT` wide and the field is not
+            binary (0/1 fields enter as they are).
+        channels: Image fields: output channels of each conv layer (with ``kernel_sizes`` and
+            ``strides``; None: the convs that fit the image's size).
+        kernel_sizes: Image fields: kernel size of each conv layer.
+        strides: Image fields: stride of each conv layer.
+        paddings: Image fields: zero padding of each conv layer (None: none).
+        fc_size: Image fields: the fully connected layer after the convs (None: 256).
+    """
+
+    hidden_sizes: tuple[int, ...] = ()
+    normalize: bool | None = None
+    one_hot: bool | None = None
+    channels: tuple[int, ...] | None = None
+    kernel_sizes: tuple[int, ...] | None = None
+    strides: tuple[int, ...] | None = None
+    paddings: tuple[int, ...] | None = None
+    fc_size: int | None = None
+
+    def image_options(self) -> dict[str, Any]:
+        """The options given that only an image field takes."""
+        names = ("channels", "kernel_sizes", "strides", "paddings", "fc_size")
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
+
+def _is_discrete_field(space: Any) -> TypeGuard[IntBox]:
+    return isinstance(space, IntBox) and len(space.shape) <= 1 and image_layout(space) is None
+
+
+def _wants_one_hot(space: IntBox, setting: FieldEncoder) -> bool:
+    nvec = np.asarray(space.high, dtype=np.int64) - np.asarray(space.low, dtype=np.int64)
+    if setting.one_hot is not None:
+        return setting.one_hot
+    width = int(np.broadcast_to(nvec, space.shape or (1,)).sum())
+    return bool(np.any(nvec > 2)) and width <= MAX_AUTO_ONE_HOT
+
+
 class ImageEncoder(nn.Module):
     """Scale uint8 frames to ``[0, 1]``, then a conv stack and optional fully connected layers.
 
@@ -242,12 +355,19 @@ def _field(observation: Any, index: int) -> Any:
 class CompositeEncoder(nn.Module):
     """One encoder per field of a dict or tuple observation; their features concatenated.
 
-    Each field's encoder is chosen from its sub-space: uint8 images ([C, H, W] or [H, W, C], see
-    :func:`image_layout`) get an :class:`ImageEncoder` (channels-last images are permuted
-    first), other boxes a :class:`VectorEncoder` without MLP (flattened, normalized with their
-    own running statistics if ``normalize_observation``; images never are), nested
-    :class:`~lightning_rl.spaces.Composite` spaces a nested ``CompositeEncoder``. An optional
-    MLP runs on the concatenation (the MLP before an LSTM core).
+    Each field's encoder is chosen from its sub-space, and can be set per field with
+    ``field_encoders`` (:class:`FieldEncoder`):
+
+    * uint8 images ([C, H, W] or [H, W, C], see :func:`image_layout`): an :class:`ImageEncoder`
+      (channels-last images are permuted first), never normalized;
+    * discrete fields (``Discrete``, ``MultiDiscrete``): a :class:`OneHotEncoder` unless binary or
+      wider than :data:`MAX_AUTO_ONE_HOT`;
+    * other boxes: a :class:`VectorEncoder` without MLP (flattened, normalized with their own
+      running statistics if ``normalize_observation``);
+    * nested :class:`~lightning_rl.spaces.Composite` spaces: a nested ``CompositeEncoder``.
+
+    A field's ``hidden_sizes`` add an MLP on that field alone; an optional MLP runs on the
+    concatenation (the MLP before an LSTM core).
 
     Observations are namedtuples, namedarraytuples or plain tuples in the space's field order,
     every leaf with the same leading dims. The sub-encoders are a ``ModuleList``
@@ -257,16 +377,20 @@ class CompositeEncoder(nn.Module):
     Args:
         space: The observation space.
         hidden_sizes: MLP on the concatenated features; empty or None for none.
-        nonlinearity: Module class after every hidden layer of that MLP and of the image encoders.
-        normalize_observation: Normalize vector fields with running mean/std, updated by
-            :meth:`update_obs_rms`.
+        nonlinearity: Module class after every hidden layer of the MLPs and of the image encoders.
+        normalize_observation: Normalize numeric fields with running mean/std, updated by
+            :meth:`update_obs_rms` (a field's :class:`FieldEncoder` may say otherwise).
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
         image_fc_size: Size of the fully connected layer after each image field's convs.
+        field_encoders: :class:`FieldEncoder` settings by dotted field path (``"camera"``,
+            nested ``"robot.joints"``).
 
     Raises:
         ValueError: If ``space`` is no ``Composite``, has no field, or has a field that is no
-            ``IntBox``, ``FloatBox`` or ``Composite``.
+            ``IntBox``, ``FloatBox`` or ``Composite``; if ``field_encoders`` names a path that is
+            no field, or gives a field options of another kind of field (convs for a vector,
+            ``one_hot`` for floats, anything but per-leaf settings for a nested dict).
     """
 
     def __init__(
@@ -278,38 +402,27 @@ class CompositeEncoder(nn.Module):
         norm_obs_clip: float = 10.0,
         norm_obs_var_clip: float = 1e-6,
         image_fc_size: int = 256,
+        field_encoders: Mapping[str, FieldEncoder] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(space, Composite) or not space.spaces:
             raise ValueError(f"space must be a Composite with at least one field, got {space!r}")
+        settings = dict(field_encoders or {})
+        unknown = sorted(set(settings) - set(_field_paths(space, "")))
+        if unknown:
+            raise ValueError(
+                f"field_encoders: {unknown} name no field of the observation; its fields are {_field_paths(space, '')}"
+            )
         self.names = space.names
-        encoders: list[VectorEncoder | ImageEncoder | CompositeEncoder] = []
-        layouts: list[str | None] = []
-        for name, sub in zip(space.names, space.spaces, strict=True):
-            layout = image_layout(sub)
-            if layout is not None:
-                encoders.append(_small_image_encoder(sub.shape, layout, image_fc_size, nonlinearity))
-            elif isinstance(sub, Composite):
-                encoders.append(
-                    CompositeEncoder(
-                        sub, None, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip, image_fc_size
-                    )
-                )
-            elif isinstance(sub, (IntBox, FloatBox)):
-                encoders.append(
-                    VectorEncoder(
-                        sub.shape,
-                        normalize_observation=normalize_observation,
-                        norm_obs_clip=norm_obs_clip,
-                        norm_obs_var_clip=norm_obs_var_clip,
-                    )
-                )
-            else:
-                raise ValueError(f"space: field {name!r} has {sub!r}; fields must be IntBox, FloatBox or Composite")
-            layouts.append(layout)
+        normalize = (normalize_observation, norm_obs_clip, norm_obs_var_clip)
+        encoders = [
+            _field_encoder(sub, name, settings, nonlinearity, normalize, image_fc_size)
+            for name, sub in zip(space.names, space.spaces, strict=True)
+        ]
         self.encoders = nn.ModuleList(encoders)
-        self.channels_last = tuple(layout == "HWC" for layout in layouts)
-        self.mlp = MlpModel(sum(e.output_size for e in encoders), hidden_sizes, nonlinearity=nonlinearity)
+        self.channels_last = tuple(image_layout(sub) == "HWC" for sub in space.spaces)
+        features = sum(int(cast(Any, e).output_size) for e in encoders)
+        self.mlp = MlpModel(features, hidden_sizes, nonlinearity=nonlinearity)
         # Leading dims are read off the first leaf: its field path and number of data dims.
         first: nn.Module = self
         self._first_path: list[int] = []
@@ -371,6 +484,94 @@ def sub_shape(space: Composite, path: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(s) for s in sub.shape)
 
 
+def _field_paths(space: Composite, prefix: str) -> list[str]:
+    """Dotted paths of every field of ``space``, nested dicts and their leaves alike."""
+    paths = []
+    for name, sub in zip(space.names, space.spaces, strict=True):
+        paths.append(prefix + name)
+        if isinstance(sub, Composite):
+            paths += _field_paths(sub, f"{prefix}{name}.")
+    return paths
+
+
+class _FieldMlp(nn.Module):
+    """A field's encoder followed by an MLP on its features alone (``FieldEncoder.hidden_sizes``)."""
+
+    def __init__(self, encoder: nn.Module, hidden_sizes: Sequence[int], nonlinearity: type[nn.Module]) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.mlp = MlpModel(cast(Any, encoder).output_size, hidden_sizes, nonlinearity=nonlinearity)
+        self.obs_ndim = cast(Any, encoder).obs_ndim
+
+    @property
+    def output_size(self) -> int:
+        return self.mlp.output_size
+
+    def update_obs_rms(self, observation: torch.Tensor, all_gather: AllGather | None = None) -> None:
+        cast(Encoder, self.encoder).update_obs_rms(observation, all_gather)
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.encoder(observation))
+
+
+def _field_encoder(
+    sub: Any,
+    path: str,
+    settings: dict[str, FieldEncoder],
+    nonlinearity: type[nn.Module],
+    normalize: tuple[bool, float, float],
+    image_fc_size: int,
+) -> nn.Module:
+    """The encoder of the field at dotted ``path`` with sub-space ``sub`` (see :class:`CompositeEncoder`)."""
+    setting = settings.get(path, FieldEncoder())
+    if not isinstance(setting, FieldEncoder):
+        raise ValueError(f"field_encoders[{path!r}] must be a FieldEncoder, got {setting!r}")
+    image_options = setting.image_options()
+    layout = image_layout(sub)
+
+    def refuse(options: Any, kind: str) -> None:
+        if options:
+            raise ValueError(f"field_encoders[{path!r}]: {options} do not apply to {kind} field {sub!r}")
+
+    encoder: nn.Module
+    if isinstance(sub, Composite):
+        refuse({k: v for k, v in vars(setting).items() if v not in (None, ())}, "a nested dict")
+        prefix = path + "."
+        nested = {k[len(prefix) :]: v for k, v in settings.items() if k.startswith(prefix)}
+        return CompositeEncoder(sub, None, nonlinearity, *normalize, image_fc_size, nested)
+    if layout is not None:
+        refuse({k: v for k, v in (("normalize", setting.normalize), ("one_hot", setting.one_hot)) if v}, "an image")
+        encoder = _image_field_encoder(sub.shape, layout, image_options, image_fc_size, nonlinearity)
+    elif isinstance(sub, (IntBox, FloatBox)):
+        refuse(image_options, "a non-image")
+        if _is_discrete_field(sub) and _wants_one_hot(sub, setting):
+            refuse({"normalize": True} if setting.normalize else {}, "a one-hot")
+            encoder = OneHotEncoder(sub)
+        else:
+            if setting.one_hot:
+                refuse({"one_hot": True}, "a non-discrete")
+            on = normalize[0] if setting.normalize is None else setting.normalize
+            encoder = VectorEncoder(sub.shape, normalize_observation=on, norm_obs_clip=normalize[1],
+                                    norm_obs_var_clip=normalize[2])
+    else:
+        raise ValueError(f"space: field {path!r} has {sub!r}; fields must be IntBox, FloatBox or Composite")
+    return _FieldMlp(encoder, setting.hidden_sizes, nonlinearity) if setting.hidden_sizes else encoder
+
+
+def _image_field_encoder(
+    shape: Sequence[int], layout: str, options: dict[str, Any], fc_size: int, nonlinearity: type[nn.Module]
+) -> ImageEncoder:
+    """An image field's encoder on ``[N, C, H, W]``: the convs in ``options``, else those that fit."""
+    convs = {k: options[k] for k in ("channels", "kernel_sizes", "strides", "paddings") if k in options}
+    fc = options.get("fc_size", fc_size)
+    if not convs:
+        return _small_image_encoder(shape, layout, fc, nonlinearity)
+    if not {"channels", "kernel_sizes", "strides"} <= set(convs):
+        raise ValueError(f"field_encoders: give channels, kernel_sizes and strides together, got {sorted(convs)}")
+    c, h, w = (shape[2], shape[0], shape[1]) if layout == "HWC" else tuple(shape)
+    return ImageEncoder((c, h, w), fc_sizes=fc, nonlinearity=nonlinearity, **convs)
+
+
 #: Two 3x3 convs (stride 2, 1) for images under :data:`MIN_NATURE_SIDE` pixels a side, where the
 #: Nature DQN convs do not fit; padding 1 keeps them valid down to 1x1 images.
 SMALL_IMAGE_CONVS: dict[str, tuple[int, ...]] = {
@@ -421,6 +622,7 @@ def make_encoder(
     normalize_observation: bool = False,
     norm_obs_clip: float = 10.0,
     norm_obs_var_clip: float = 1e-6,
+    field_encoders: Mapping[str, FieldEncoder] | None = None,
 ) -> VectorEncoder | CompositeEncoder | ImageEncoder:
     """The encoder of the vector models: a :class:`VectorEncoder` for an array shape, a
     :class:`CompositeEncoder` for a ``Composite`` space (dict and tuple observations), an
@@ -437,13 +639,26 @@ def make_encoder(
         normalize_observation: Running mean/std normalization (per vector field for a ``Composite``).
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
+        field_encoders: Per-field settings of a ``Composite`` (see :class:`FieldEncoder`).
 
     Raises:
-        ValueError: If ``observation_shape`` is a space that is neither a ``Composite`` nor an image.
+        ValueError: If ``observation_shape`` is a space that is neither a ``Composite`` nor an
+            image, or ``field_encoders`` are given for an observation without fields.
     """
     if isinstance(observation_shape, Composite):
         return CompositeEncoder(
-            observation_shape, hidden_sizes, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip
+            observation_shape,
+            hidden_sizes,
+            nonlinearity,
+            normalize_observation,
+            norm_obs_clip,
+            norm_obs_var_clip,
+            field_encoders=field_encoders,
+        )
+    if field_encoders:
+        raise ValueError(
+            f"field_encoders: {sorted(field_encoders)} are settings for the fields of a dict or tuple "
+            f"observation; this observation is {observation_shape!r}"
         )
     if isinstance(observation_shape, (IntBox, FloatBox)):
         layout = image_layout(observation_shape)

@@ -229,6 +229,20 @@ class Conv2dHeadModel(nn.Module):
         return self.head(self.conv(input).flatten(1))
 
 
+def concat_onehot(index: torch.Tensor, starts: torch.Tensor, width: int, dtype: torch.dtype) -> torch.Tensor:
+    """One one-hot per column of ``index``, side by side: ``[N, width]``.
+
+    Args:
+        index: ``[N, D]`` zero-based integer indexes, column ``d`` below ``nvec[d]``.
+        starts: ``[D]`` first column of each block (``cumsum((0,) + nvec[:-1])``).
+        width: ``sum(nvec)``.
+        dtype: dtype of the result.
+    """
+    onehot = torch.zeros(index.shape[0], width, dtype=dtype, device=index.device)
+    # One scatter sets every block: column d's index shifted to its block.
+    return onehot.scatter_(-1, index.long() + starts, 1.0)
+
+
 class ScaleGrad(torch.autograd.Function):
     """Identity in the forward pass; multiplies the gradient by ``scale`` in the backward pass.
 

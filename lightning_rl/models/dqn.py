@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lightning_rl.models.base import FeedForwardModel, ObservationShape, RecurrentModel, make_encoder
+from lightning_rl.models.base import FeedForwardModel, FieldEncoder, ObservationShape, RecurrentModel, make_encoder
 from lightning_rl.models.blocks import make_q_head
 from lightning_rl.models.recurrent import LstmCore
 
@@ -26,6 +26,8 @@ class DqnMlpModel(FeedForwardModel):
         action_size: Number of actions.
         hidden_sizes: Hidden sizes (of each stream if dueling).
         dueling: Dueling head (Wang et al. 2016): separate value and advantage MLPs.
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> q [..., A]``.
     """
@@ -36,8 +38,9 @@ class DqnMlpModel(FeedForwardModel):
         action_size: int,
         hidden_sizes: Sequence[int] = (64, 64),
         dueling: bool = False,
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
-        encoder = make_encoder(observation_shape)
+        encoder = make_encoder(observation_shape, field_encoders=field_encoders)
         super().__init__(encoder, make_q_head(encoder.output_size, hidden_sizes, action_size, dueling))
 
 
@@ -51,6 +54,8 @@ class CatDqnMlpModel(FeedForwardModel):
         hidden_sizes: Hidden sizes (of each stream if dueling).
         n_atoms: Atoms of each return distribution.
         dueling: Dueling head.
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> p [..., A, n_atoms]`` (softmax over atoms).
     """
@@ -62,8 +67,9 @@ class CatDqnMlpModel(FeedForwardModel):
         hidden_sizes: Sequence[int] = (64, 64),
         n_atoms: int = 51,
         dueling: bool = False,
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
-        encoder = make_encoder(observation_shape)
+        encoder = make_encoder(observation_shape, field_encoders=field_encoders)
         super().__init__(encoder, make_q_head(encoder.output_size, hidden_sizes, action_size, dueling, n_atoms))
         #: Atoms of each return distribution (agents check it against their own support).
         self.n_atoms = int(n_atoms)
@@ -85,6 +91,8 @@ class R2d1MlpModel(RecurrentModel):
         lstm_size: LSTM hidden size.
         head_size: Hidden size of the Q head (of each stream if dueling).
         dueling: Dueling head.
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (q [..., A], next_rnn_state)``.
     """
@@ -97,7 +105,8 @@ class R2d1MlpModel(RecurrentModel):
         lstm_size: int = 128,
         head_size: int = 128,
         dueling: bool = False,
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
-        encoder = make_encoder(observation_shape, hidden_sizes)
+        encoder = make_encoder(observation_shape, hidden_sizes, field_encoders=field_encoders)
         lstm = LstmCore(encoder.output_size, action_size, lstm_size, discrete_action=True)
         super().__init__(encoder, lstm, make_q_head(lstm.output_size, head_size, action_size, dueling))

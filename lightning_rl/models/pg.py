@@ -18,6 +18,7 @@ from torch import nn
 from lightning_rl.models.base import (
     CompositeEncoder,
     FeedForwardModel,
+    FieldEncoder,
     ImageEncoder,
     ObservationShape,
     RecurrentModel,
@@ -162,6 +163,8 @@ class CategoricalPgMlpModel(FeedForwardModel):
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
         orthogonal_init: Orthogonal initialization (see :class:`CategoricalPgHead`).
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> (pi [..., A], value [...])``.
     """
@@ -176,12 +179,14 @@ class CategoricalPgMlpModel(FeedForwardModel):
         norm_obs_clip: float = 10.0,
         norm_obs_var_clip: float = 1e-6,
         orthogonal_init: bool = True,
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
         encoder = make_encoder(
             observation_shape,
             normalize_observation=normalize_observation,
             norm_obs_clip=norm_obs_clip,
             norm_obs_var_clip=norm_obs_var_clip,
+            field_encoders=field_encoders,
         )
         head = CategoricalPgHead(
             encoder.output_size, _check_action_size(action_size), hidden_sizes, hidden_nonlinearity, orthogonal_init
@@ -204,6 +209,8 @@ class GaussianPgMlpModel(FeedForwardModel):
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
         orthogonal_init: Orthogonal initialization (see :class:`GaussianPgHead`).
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> (mu [..., A], log_std [..., A], value [...])``.
     """
@@ -220,12 +227,14 @@ class GaussianPgMlpModel(FeedForwardModel):
         norm_obs_clip: float = 10.0,
         norm_obs_var_clip: float = 1e-6,
         orthogonal_init: bool = True,
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
         encoder = make_encoder(
             observation_shape,
             normalize_observation=normalize_observation,
             norm_obs_clip=norm_obs_clip,
             norm_obs_var_clip=norm_obs_var_clip,
+            field_encoders=field_encoders,
         )
         head = GaussianPgHead(
             encoder.output_size,
@@ -250,9 +259,16 @@ def _pg_lstm_parts(
     norm_obs_clip: float,
     norm_obs_var_clip: float,
     orthogonal_init: bool,
+    field_encoders: dict[str, FieldEncoder] | None,
 ) -> tuple[VectorEncoder | CompositeEncoder | ImageEncoder, LstmCore]:
     encoder = make_encoder(
-        observation_shape, hidden_sizes, nonlinearity, normalize_observation, norm_obs_clip, norm_obs_var_clip
+        observation_shape,
+        hidden_sizes,
+        nonlinearity,
+        normalize_observation,
+        norm_obs_clip,
+        norm_obs_var_clip,
+        field_encoders,
     )
     lstm = LstmCore(encoder.output_size, _check_action_size(action_size), lstm_size, discrete_action)
     if orthogonal_init:
@@ -279,6 +295,8 @@ class CategoricalPgLstmModel(RecurrentModel):
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
         orthogonal_init: Orthogonal initialization of every layer (LSTM gain 1).
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (pi [..., A],
     value [...], next_rnn_state)``; ``prev_action`` is ``[...]`` long, or ``[..., D]`` zero-based
@@ -296,6 +314,7 @@ class CategoricalPgLstmModel(RecurrentModel):
         norm_obs_clip: float = 10.0,
         norm_obs_var_clip: float = 1e-6,
         orthogonal_init: bool = True,
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
         encoder, lstm = _pg_lstm_parts(
             observation_shape,
@@ -308,6 +327,7 @@ class CategoricalPgLstmModel(RecurrentModel):
             norm_obs_clip,
             norm_obs_var_clip,
             orthogonal_init,
+            field_encoders,
         )
         head = CategoricalPgHead(lstm.output_size, action_size, None, orthogonal_init=orthogonal_init)
         super().__init__(encoder, lstm, head)
@@ -329,6 +349,8 @@ class GaussianPgLstmModel(RecurrentModel):
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
         orthogonal_init: Orthogonal initialization of every layer (LSTM gain 1).
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (mu [..., A],
     log_std [..., A], value [...], next_rnn_state)``; ``prev_action`` is ``[..., A]``.
@@ -347,6 +369,7 @@ class GaussianPgLstmModel(RecurrentModel):
         norm_obs_clip: float = 10.0,
         norm_obs_var_clip: float = 1e-6,
         orthogonal_init: bool = True,
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
         encoder, lstm = _pg_lstm_parts(
             observation_shape,
@@ -359,6 +382,7 @@ class GaussianPgLstmModel(RecurrentModel):
             norm_obs_clip,
             norm_obs_var_clip,
             orthogonal_init,
+            field_encoders,
         )
         head = GaussianPgHead(
             lstm.output_size,

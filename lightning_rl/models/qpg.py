@@ -9,7 +9,13 @@ import torch
 from torch import nn
 
 from lightning_rl.data import infer_leading_dims, restore_leading_dims
-from lightning_rl.models.base import FeedForwardModel, ObservationShape, flatten_observation, make_encoder
+from lightning_rl.models.base import (
+    FeedForwardModel,
+    FieldEncoder,
+    ObservationShape,
+    flatten_observation,
+    make_encoder,
+)
 from lightning_rl.models.blocks import MlpModel
 
 __all__ = ["MuMlpModel", "PiMlpModel", "QofMuMlpModel"]
@@ -24,6 +30,8 @@ class MuMlpModel(FeedForwardModel):
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's DDPG default ``(400, 300)``.
         output_max: Bound of the action (actions in ``[-output_max, output_max]``).
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> mu [..., A]``.
     """
@@ -34,10 +42,11 @@ class MuMlpModel(FeedForwardModel):
         action_size: int,
         hidden_sizes: Sequence[int] = (400, 300),
         output_max: float = 1.0,
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
         if output_max <= 0:
             raise ValueError(f"output_max must be positive, got {output_max}")
-        encoder = make_encoder(observation_shape)
+        encoder = make_encoder(observation_shape, field_encoders=field_encoders)
         super().__init__(encoder, MlpModel(encoder.output_size, hidden_sizes, action_size))
         self.output_max = float(output_max)
 
@@ -54,15 +63,21 @@ class PiMlpModel(FeedForwardModel):
             observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's SAC default ``(256, 256)``.
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> (mu [..., A], log_std [..., A])``
     (``log_std`` unclipped: the agent bounds it).
     """
 
     def __init__(
-        self, observation_shape: ObservationShape, action_size: int, hidden_sizes: Sequence[int] = (256, 256)
+        self,
+        observation_shape: ObservationShape,
+        action_size: int,
+        hidden_sizes: Sequence[int] = (256, 256),
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
-        encoder = make_encoder(observation_shape)
+        encoder = make_encoder(observation_shape, field_encoders=field_encoders)
         super().__init__(encoder, MlpModel(encoder.output_size, hidden_sizes, 2 * int(action_size)))
         self.action_size = int(action_size)
 
@@ -80,15 +95,21 @@ class QofMuMlpModel(nn.Module):
             observations: a :class:`~lightning_rl.models.CompositeEncoder`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's DDPG default ``(400, 300)``.
+        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
+            field path (:class:`~lightning_rl.models.FieldEncoder`).
     """
 
     def __init__(
-        self, observation_shape: ObservationShape, action_size: int, hidden_sizes: Sequence[int] = (400, 300)
+        self,
+        observation_shape: ObservationShape,
+        action_size: int,
+        hidden_sizes: Sequence[int] = (400, 300),
+        field_encoders: dict[str, FieldEncoder] | None = None,
     ) -> None:
         super().__init__()
         if int(action_size) < 1:
             raise ValueError(f"action_size must be a positive int, got {action_size}")
-        self.encoder = make_encoder(observation_shape)
+        self.encoder = make_encoder(observation_shape, field_encoders=field_encoders)
         self.action_size = int(action_size)
         self.mlp = MlpModel(self.encoder.output_size + self.action_size, hidden_sizes, 1)
 

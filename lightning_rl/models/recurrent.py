@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from lightning_rl.data import NamedArrayTupleBase, to_onehot
+from lightning_rl.models.blocks import concat_onehot
 
 __all__ = ["LstmCore", "RnnState"]
 
@@ -123,9 +124,7 @@ class LstmCore(nn.Module):
         index = prev_action.reshape(N, len(self.nvec))
         if self.binary_action:
             return index.to(dtype)
-        # One scatter sets every dim's entry: dim d's index shifted to its block of columns.
-        onehot = torch.zeros(N, self.action_size, dtype=dtype, device=index.device)
-        return onehot.scatter_(-1, index.long() + self._onehot_starts, 1.0)
+        return concat_onehot(index, self._onehot_starts, self.action_size, dtype)
 
     def _initial_state(self, init_rnn_state: Any, B: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         if init_rnn_state is None:

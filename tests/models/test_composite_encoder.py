@@ -43,8 +43,8 @@ def test_output_size_is_the_sum_of_the_fields():
     # Image: 3x3 convs, stride 2 then 1, padding 1: 8x6 -> 4x3 -> 4x3, 32 channels = 384, then fc 256.
     conv = enc.encoders[0].conv
     assert conv.head.model[0].in_features == 32 * 4 * 3
-    # 256 (image) + 4 (a, flattened) + 1 (b, a scalar) + 3 (vec).
-    assert enc.output_size == 256 + 4 + 1 + 3 == enc(observation((5,))).shape[-1]
+    # 256 (image) + 4 (a, flattened) + 5 (b, Discrete(5) one-hot) + 3 (vec).
+    assert enc.output_size == 256 + 4 + 5 + 3 == enc(observation((5,))).shape[-1]
     assert CompositeEncoder(space(), hidden_sizes=[16, 7]).output_size == 7
 
 
@@ -78,25 +78,26 @@ def test_each_vector_field_keeps_its_own_statistics_and_images_none():
     enc.update_obs_rms(data)
     vec = data.vec.reshape(12, 3)
     a = data.nested.a.reshape(12, 4)
-    b = data.nested.b.reshape(12, 1).float()
-    for rms, x in ((enc.encoders[2].obs_rms, vec), (enc.encoders[1].encoders[0].obs_rms, a),
-                   (enc.encoders[1].encoders[1].obs_rms, b)):
+    for rms, x in ((enc.encoders[2].obs_rms, vec), (enc.encoders[1].encoders[0].obs_rms, a)):
         torch.testing.assert_close(rms.mean, x.mean(0))
         torch.testing.assert_close(rms.var, ((x - x.mean(0)) ** 2).mean(0))
         assert rms.count == 12
     assert enc.encoders[0].obs_rms is None
+    assert enc.encoders[1].encoders[1].obs_rms is None  # b is Discrete(5): one-hot, never normalized
     probe = observation((6,), seed=1)
     features = enc(probe)
     torch.testing.assert_close(features[:, :256], image_before)  # images are never normalized
     expected_vec = (probe.vec - vec.mean(0)) / ((vec - vec.mean(0)) ** 2).mean(0).sqrt()
-    torch.testing.assert_close(features[:, 261:264], expected_vec, rtol=1e-4, atol=1e-5)
+    # Features: image 0:256, a 256:260, b's one-hot 260:265, vec 265:268.
+    torch.testing.assert_close(features[:, 260:265], torch.eye(5)[probe.nested.b])
+    torch.testing.assert_close(features[:, 265:268], expected_vec, rtol=1e-4, atol=1e-5)
 
 
 def test_state_dict_round_trip_keeps_the_statistics():
     enc = CompositeEncoder(space(), normalize_observation=True)
     enc.update_obs_rms(observation((10,)))
     state = enc.state_dict()
-    assert {"encoders.2.obs_rms.mean", "encoders.1.encoders.0.obs_rms.var", "encoders.1.encoders.1.obs_rms.count"} \
+    assert {"encoders.2.obs_rms.mean", "encoders.1.encoders.0.obs_rms.var", "encoders.1.encoders.0.obs_rms.count"} \
         <= set(state)
     fresh = CompositeEncoder(space(), normalize_observation=True)
     probe = observation((5,), seed=3)
@@ -156,10 +157,10 @@ def test_agents_build_composite_models_and_name_bad_spaces():
     discrete = EnvSpaces(space(), IntBox(0, 4))
     for agent in (CategoricalPgAgent(hidden_sizes=[8]), DqnAgent(hidden_sizes=[8])):
         agent.initialize(discrete)
-        assert agent.model.encoder.output_size == 264
+        assert agent.model.encoder.output_size == 268  # 256 + 4 + 5 (b one-hot) + 3
     sac = SacAgent(hidden_sizes=[8], q_hidden_sizes=[8])
     sac.initialize(EnvSpaces(space(), FloatBox(-1.0, 1.0, shape=(2,))))
-    assert sac.q1_model.encoder.output_size == 264
+    assert sac.q1_model.encoder.output_size == 268
     with pytest.raises(ValueError, match="observation space must be an IntBox, a FloatBox or a Composite"):
         check_observation_space(object(), "DqnAgent")
     nested_schema = space().spaces[1].NamedTupleCls
