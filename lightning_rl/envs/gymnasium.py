@@ -127,6 +127,15 @@ def _find_time_limit(env: gymnasium.Env) -> int | None:
         e = e.env
 
 
+def _box_bounds(space: gymnasium.Space) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(low, high)`` of a ``Box`` space with any finite bound (what ``step`` clips to), else None."""
+    if not isinstance(space, gymnasium.spaces.Box):
+        return None
+    if not (np.isfinite(space.low).any() or np.isfinite(space.high).any()):
+        return None
+    return space.low.copy(), space.high.copy()
+
+
 class GymEnvWrapper(Env):
     """Wrap a gymnasium env as a lightning_rl :class:`Env` (rlpyt ``GymEnvWrapper``).
 
@@ -154,6 +163,7 @@ class GymEnvWrapper(Env):
         self.env = env
         self._observation_space = from_gymnasium(env.observation_space, "obs", force_float32)
         self._action_space = from_gymnasium(env.action_space, "act", force_float32)
+        self._action_bounds = _box_bounds(env.action_space)
         self._horizon = _find_time_limit(env)
         self._info_filter: InfoFilter | None = None
         self._reset_info: Mapping[str, Any] = {}
@@ -210,8 +220,17 @@ class GymEnvWrapper(Env):
         return from_gymnasium_value(self._observation_space, obs)
 
     def step(self, action: Any) -> EnvStep:
-        """Step with ``action`` (an element of :attr:`action_space`, numpy or torch)."""
-        obs, reward, terminated, truncated, info = self.env.step(to_gymnasium_value(self._action_space, action))
+        """Step with ``action`` (an element of :attr:`action_space`, numpy or torch).
+
+        A ``Box`` action is clipped to the space's bounds before the env sees it (as
+        Stable-Baselines3 does): Gaussian policies sample outside them, keep the raw sample for
+        its exact log-likelihood, and the env (its dynamics and any control cost in its reward)
+        gets the action it can apply.
+        """
+        value = to_gymnasium_value(self._action_space, action)
+        if self._action_bounds is not None:
+            value = np.clip(value, *self._action_bounds)
+        obs, reward, terminated, truncated, info = self.env.step(value)
         terminated, truncated = bool(terminated), bool(truncated)
         if self._info_filter is None:
             self._info_filter = InfoFilter({**self._reset_info, **info}, "EnvInfo", ("truncated", "terminated"))

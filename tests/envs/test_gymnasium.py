@@ -236,3 +236,39 @@ def test_dict_observations_and_actions():
 def test_rejects_non_gymnasium_env():
     with pytest.raises(ValueError, match="gymnasium.Env"):
         GymEnvWrapper("CartPole-v1")
+
+
+class _RecordActionEnv(gymnasium.Env):
+    """Records the action it is stepped with; Box(-1, 1, (2,)) unless another space is given."""
+
+    def __init__(self, action_space: gymnasium.Space | None = None) -> None:
+        self.observation_space = gs.Box(-1.0, 1.0, (1,), dtype=np.float32)
+        self.action_space = action_space or gs.Box(-1.0, 1.0, (2,), dtype=np.float32)
+        self.received: list[Any] = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.received.append(np.array(action, copy=True))
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+def test_box_actions_are_clipped_to_the_bounds_before_the_env_and_the_callers_array_is_untouched():
+    inner = _RecordActionEnv()
+    env = GymEnvWrapper(inner)
+    env.reset()
+    action = np.array([3.0, -0.25], dtype=np.float32)  # a Gaussian sample outside the bounds
+    env.step(action)
+    np.testing.assert_array_equal(inner.received[-1], [1.0, -0.25])
+    np.testing.assert_array_equal(action, [3.0, -0.25])  # the sample (for its log-likelihood) stays raw
+    env.step(np.array([-7.0, 0.5], dtype=np.float32))
+    np.testing.assert_array_equal(inner.received[-1], [-1.0, 0.5])
+    # Unbounded boxes and discrete actions pass as they are.
+    unbounded = _RecordActionEnv(gs.Box(-np.inf, np.inf, (2,), dtype=np.float32))
+    GymEnvWrapper(unbounded).step(np.array([5.0, -5.0], dtype=np.float32))
+    np.testing.assert_array_equal(unbounded.received[-1], [5.0, -5.0])
+    discrete = _RecordActionEnv(gs.Discrete(3))
+    GymEnvWrapper(discrete).step(2)
+    assert int(discrete.received[-1]) == 2

@@ -1,0 +1,285 @@
+"""Learning quality side by side: a shipped config and Stable-Baselines3 at the same budget.
+
+Each cell is one shipped config (``configs/<algo>/<env>.yaml``) and the same algorithm in SB3 with
+the hyperparameters read from that config (network sizes and activations, learning rate and its
+linear decay, batch, n-steps, epochs, gamma, GAE lambda, clip range, entropy and value
+coefficients, gradient clip, observation normalisation, replay size and ratio, random steps
+first, tau, target noise). Runs go one at a time on this machine, each with one torch thread.
+
+For both systems the return at an env-step point is the mean return of the last 20 training
+episodes finished by then (stochastic policy, as both log it). Output, under ``--out``:
+
+* ``learning.csv``: ``system, algorithm, env, seed, env_steps, return, wall_seconds`` at every
+  ``--points`` fraction of the budget;
+* ``learning.md``: mean +- std over seeds per system and point;
+* ``learning.png`` (with matplotlib, the ``plot`` extra): mean curve and std band per system.
+
+Usage::
+
+    pip install -e ".[bench,plot]"
+    python benchmarks/learning.py --cell ppo-halfcheetah --budget 200000 --seeds 1 2
+    python benchmarks/learning.py --cell sac-hopper --budget 100000 --seeds 1 2 --systems lightning_rl
+    python benchmarks/learning.py --cell ppo-halfcheetah --budget 50000 --seeds 1 \\
+        --override model.init_args.agent.init_args.model.init_args.mu_nonlinearity=null
+
+``--override key=value`` (dotted LightningCLI keys, YAML values) changes our side only, for
+ablations; SB3 always gets the shipped config's values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WINDOW = 20  # episodes in the reported mean return
+
+CELLS = {
+    "ppo-halfcheetah": "configs/ppo/halfcheetah.yaml",
+    "ppo-hopper": "configs/ppo/halfcheetah.yaml:Hopper-v5",
+    "sac-halfcheetah": "configs/sac/halfcheetah.yaml",
+    "sac-hopper": "configs/sac/hopper.yaml",
+    "td3-halfcheetah": "configs/td3/halfcheetah.yaml",
+    "td3-hopper": "configs/td3/halfcheetah.yaml:Hopper-v5",
+}
+
+
+@dataclass
+class Curve:
+    """Finished training episodes of one run: env steps at the end of each, and its return."""
+
+    steps: list[int]
+    returns: list[float]
+    wall: list[float]
+
+    def at(self, env_steps: int) -> tuple[float, float]:
+        """(mean return of the last ``WINDOW`` episodes finished by ``env_steps``, wall seconds then)."""
+        done = [i for i, s in enumerate(self.steps) if s <= env_steps]
+        if not done:
+            return math.nan, math.nan
+        last = done[-WINDOW:]
+        return float(np.mean([self.returns[i] for i in last])), self.wall[done[-1]]
+
+
+def load_cell(cell: str) -> tuple[dict[str, Any], str]:
+    """The cell's config (as a dict) and env id (an ``:EnvId`` suffix replaces the config's)."""
+    path, _, env_id = CELLS[cell].partition(":")
+    config = yaml.safe_load((ROOT / path).read_text())
+    sampler = config["model"]["init_args"]["sampler"]["init_args"]
+    if env_id:
+        sampler["env_id"] = env_id
+    return config, sampler["env_id"]
+
+
+# ----- lightning_rl -----
+
+
+def run_lightning_rl(cell: str, seed: int, budget: int, overrides: list[str]) -> Curve:
+    import pytorch_lightning as pl
+
+    from lightning_rl.algos.base import RLModule
+    from lightning_rl.cli import RLCLI, RLTrainer
+
+    config, env_id = load_cell(cell)
+    path = CELLS[cell].partition(":")[0]
+    args = [
+        "--config", str(ROOT / path),
+        "--seed_everything", str(seed),
+        "--model.init_args.total_env_steps", str(budget),
+        "--model.init_args.sampler.init_args.env_id", env_id,
+        "--trainer.logger", "false",
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_checkpointing", "false",
+        "--trainer.callbacks", "[]",
+    ]
+    for item in overrides:
+        key, _, value = item.partition("=")
+        args += [f"--{key}", value]
+    cli = RLCLI(RLModule, trainer_class=RLTrainer, subclass_mode_model=True, run=False, args=args)
+    curve = Curve([], [], [])
+    start = time.perf_counter()
+
+    class Record(pl.Callback):
+        # Runs before the module's EpisodeStatsCallback pops the episodes: only peeks.
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+            now = time.perf_counter() - start
+            for info in pl_module.train_state.new_traj_infos:
+                curve.steps.append(pl_module.train_state.env_steps)
+                curve.returns.append(float(info.Return))
+                curve.wall.append(now)
+
+    trainer = pl.Trainer(max_epochs=-1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=[Record()])
+    trainer.fit(cli.model)
+    return curve
+
+
+# ----- Stable-Baselines3 -----
+
+
+def _linear(value: float, decay: bool) -> float | Callable[[float], float]:
+    return (lambda f: value * f) if decay else value
+
+
+def _activation(name: str | None) -> type[torch.nn.Module]:
+    return {"torch.nn.Tanh": torch.nn.Tanh, "torch.nn.ReLU": torch.nn.ReLU, None: torch.nn.Tanh}[name]
+
+
+def run_sb3(cell: str, seed: int, budget: int) -> Curve:
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    config, env_id = load_cell(cell)
+    algo = config["model"]["init_args"]
+    agent = algo["agent"]["init_args"]
+    sampler = algo["sampler"]["init_args"]
+    curve = Curve([], [], [])
+    start = time.perf_counter()
+
+    class Record(BaseCallback):
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    curve.steps.append(self.num_timesteps)
+                    curve.returns.append(float(info["episode"]["r"]))
+                    curve.wall.append(time.perf_counter() - start)
+            return True
+
+    name = config["model"]["class_path"].rsplit(".", 1)[-1]
+    B, T = sampler["batch_B"], sampler["batch_T"]
+    env = make_vec_env(env_id, n_envs=B, seed=seed)
+    if name == "PPO":
+        from stable_baselines3 import PPO
+
+        model_args = agent.get("model", {}).get("init_args", agent)
+        if model_args.get("normalize_observation"):
+            env = VecNormalize(env, norm_obs=True, norm_reward=False, clip_obs=10.0)
+        hidden = list(model_args.get("hidden_sizes", [64, 64]))
+        decay = bool(algo.get("linear_lr_schedule"))
+        model = PPO(
+            "MlpPolicy", env, n_steps=T, batch_size=T * B // algo["minibatches"], n_epochs=algo["epochs"],
+            learning_rate=_linear(algo["learning_rate"], decay), clip_range=_linear(algo["ratio_clip"], decay),
+            gamma=algo["discount"], gae_lambda=algo["gae_lambda"], ent_coef=algo["entropy_loss_coeff"],
+            vf_coef=algo["value_loss_coeff"], max_grad_norm=algo["clip_grad_norm"], seed=seed, device="cpu",
+            policy_kwargs=dict(net_arch=dict(pi=hidden, vf=hidden),
+                               activation_fn=_activation(model_args.get("hidden_nonlinearity")),
+                               log_std_init=model_args.get("init_log_std", 0.0),
+                               ortho_init=model_args.get("orthogonal_init", True)),
+        )
+    else:
+        from stable_baselines3 import SAC, TD3
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        common = dict(
+            buffer_size=algo["replay_size"], learning_starts=algo["min_steps_learn"], batch_size=algo["batch_size"],
+            tau=algo["target_update_tau"], gamma=algo["discount"], train_freq=T,
+            gradient_steps=max(1, round(T * B * algo["replay_ratio"] / algo["batch_size"])),
+            seed=seed, device="cpu",
+        )
+        if name == "SAC":
+            model = SAC("MlpPolicy", env, learning_rate=algo["learning_rate"], ent_coef="auto",
+                        policy_kwargs=dict(net_arch=dict(pi=list(agent["hidden_sizes"]),
+                                                         qf=list(agent["q_hidden_sizes"]))), **common)
+        else:
+            n_actions = env.action_space.shape[0]
+            model = TD3("MlpPolicy", env, learning_rate=algo["learning_rate"],
+                        action_noise=NormalActionNoise(np.zeros(n_actions), agent["action_std"] * np.ones(n_actions)),
+                        policy_delay=algo["policy_update_interval"], target_policy_noise=agent["target_noise_std"],
+                        target_noise_clip=agent["target_noise_clip"],
+                        policy_kwargs=dict(net_arch=dict(pi=list(agent["hidden_sizes"]),
+                                                         qf=list(agent["q_hidden_sizes"]))), **common)
+    model.learn(total_timesteps=budget, callback=Record())
+    return curve
+
+
+# ----- report -----
+
+
+def write_reports(rows: list[dict[str, Any]], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "learning.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = ["| system | algorithm | env | env steps | return (mean +- std) | seeds | wall s (mean) |",
+             "|---|---|---|---|---|---|---|"]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["system"], row["algorithm"], row["env"], row["env_steps"]), []).append(row)
+    for (system, algorithm, env, steps), group in sorted(groups.items(), key=lambda kv: (kv[0][1:], kv[0][0])):
+        returns = [r["return"] for r in group if not math.isnan(r["return"])]
+        walls = [r["wall_seconds"] for r in group if not math.isnan(r["wall_seconds"])]
+        spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
+        mean = statistics.mean(returns) if returns else math.nan
+        lines.append(f"| {system} | {algorithm} | {env} | {steps:,} | {mean:.1f} +- {spread:.1f} | "
+                     f"{len(returns)} | {statistics.mean(walls) if walls else math.nan:.0f} |")
+    (out / "learning.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed (pip install -e '.[plot]'): no learning.png", file=sys.stderr)
+        return
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for system in sorted({r["system"] for r in rows}):
+        points = sorted({r["env_steps"] for r in rows if r["system"] == system})
+        by_point = [[r["return"] for r in rows if r["system"] == system and r["env_steps"] == p] for p in points]
+        mean = np.array([np.nanmean(v) for v in by_point])
+        std = np.array([np.nanstd(v) for v in by_point])
+        ax.plot(points, mean, label=system)
+        ax.fill_between(points, mean - std, mean + std, alpha=0.2)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(f"mean return of the last {WINDOW} episodes")
+    ax.set_title(f"{rows[0]['algorithm']} on {rows[0]['env']}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "learning.png", dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cell", choices=sorted(CELLS), required=True)
+    parser.add_argument("--budget", type=int, required=True, help="env steps per run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--systems", nargs="+", choices=["lightning_rl", "sb3"], default=["lightning_rl", "sb3"])
+    parser.add_argument("--points", type=int, default=10, help="report points, evenly spaced over the budget")
+    parser.add_argument("--override", action="append", default=[], help="key=value for our side only")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    algorithm, _, _ = args.cell.partition("-")
+    _, env_id = load_cell(args.cell)
+    points = [args.budget * (i + 1) // args.points for i in range(args.points)]
+    rows = []
+    for seed in args.seeds:
+        for system in args.systems:
+            curve = (run_lightning_rl(args.cell, seed, args.budget, args.override) if system == "lightning_rl"
+                     else run_sb3(args.cell, seed, args.budget))
+            for p in points:
+                ret, wall = curve.at(p)
+                rows.append(dict(system=system, algorithm=algorithm, env=env_id, seed=seed, env_steps=p,
+                                 **{"return": ret}, wall_seconds=wall))
+            final, wall = curve.at(args.budget)
+            print(f"{system:13s} {args.cell} seed {seed}: return {final:8.1f} at {args.budget:,} env steps, "
+                  f"{wall:6.0f} s, {len(curve.returns)} episodes", flush=True)
+    write_reports(rows, args.out)
+
+
+if __name__ == "__main__":
+    main()
