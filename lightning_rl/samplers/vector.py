@@ -125,7 +125,7 @@ class CartPolePartialReset(gymnasium.vector.VectorWrapper):
         if options is None or "reset_mask" not in options:
             return self.env.reset(seed=seed, options=options)
         mask = np.asarray(options["reset_mask"], dtype=bool)
-        env = self.env.unwrapped
+        env: Any = self.env.unwrapped
         env.state[:, mask] = env.np_random.uniform(low=env.low, high=env.high, size=(4, int(mask.sum())))
         env.steps[mask] = 0
         env.prev_done[mask] = False
@@ -177,12 +177,9 @@ class VectorCollector:
         self.vector_stats = type(probe).step in (TrajInfo.step, AtariTrajInfo.step)
         self.game_score = isinstance(probe, AtariTrajInfo)
         self.discount = float(getattr(probe, "_discount", 1.0))
-        self.stack = int(atari["num_img_obs"]) if atari is not None else 0
         self._reset_stats(np.ones(self.n, dtype=bool))
         self.traj_infos = [traj_info_factory() for _ in range(self.n)]
         self.lives = np.zeros(self.n, dtype=np.int64)
-        # Frames of the current episode in each env's stack (ale, after a lost life; see _step).
-        self.frames_in_stack = np.full(self.n, self.stack, dtype=np.int64)
 
     def _reset_stats(self, mask: np.ndarray) -> None:
         if not hasattr(self, "length"):
@@ -227,7 +224,6 @@ class VectorCollector:
         sb.prev_reward[:] = 0
         sb.reset_agent[:] = False
         self._read_lives(info, np.ones(self.n, dtype=bool))
-        self.frames_in_stack[:] = self.stack
         if max_decorrelation_steps > 0:
             if rngs is None or len(rngs) != self.n:
                 raise ValueError("start_envs: decorrelation needs one random generator per env")
@@ -253,15 +249,14 @@ class VectorCollector:
         observation = self._observation(obs)
         self.step_buffer.observation[mask] = observation[mask]
         self._read_lives(info, mask)
-        self.frames_in_stack[mask] = self.stack
         return obs
 
-    def _step(self, action: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _step(self, action: np.ndarray) -> tuple[Any, ...]:
         """Step all copies; put the observations the agent acts on next into the step buffer.
 
         Returns:
             ``(reward as stored, raw reward, terminated, truncated (without termination), done,
-            traj_done, final observations of the traj_done copies (dict by copy))``.
+            traj_done, final observations of the traj_done copies (dict by copy), the step's info)``.
         """
         obs, raw_reward, terminated, truncated, info = self._call("step", self.venv.step, action)
         raw_reward = np.asarray(raw_reward, dtype=np.float64)
@@ -276,14 +271,11 @@ class VectorCollector:
                 reward = np.sign(raw_reward)
             lives = np.asarray(info["lives"])
             if self.atari["episodic_lives"]:
-                # ale-py flags a lost life (lives left > 0) as terminated and plays on, as AtariEnv.
+                # ale-py flags a lost life (lives left > 0) as terminated and plays on, frame
+                # stack and all, as AtariEnv under the reset collector (no reset before traj_done).
                 life_lost = terminated & (lives > 0) & (lives < self.lives)
                 traj_done = done & ~life_lost
-                # AtariEnv restarts the frame stack from zeros at a lost life; ale-py keeps the
-                # old frames, so they are zeroed until the new episode's frames have replaced them.
-                self.frames_in_stack[life_lost] = 0
             self.lives[:] = lives
-        self.frames_in_stack += 1
         ended = np.flatnonzero(traj_done)
         finals: dict[int, Any] = {}
         self.step_buffer.observation[:] = observation
@@ -291,18 +283,20 @@ class VectorCollector:
             # The step reset the ended copies; their last observations are in info["final_obs"].
             for b in ended:
                 finals[int(b)] = self._observation(info["final_obs"][b])
-            self.frames_in_stack[traj_done] = self.stack
+            final_info = info.get("final_info")
+            if len(ended) and isinstance(final_info, dict):
+                # The reset copies' info is the reset's; their step's info is in final_info.
+                info = dict(info)
+                for key, value in final_info.items():
+                    if key in info and not key.startswith("_"):
+                        info[key] = np.where(final_info.get("_" + key, traj_done), value, info[key])
         elif len(ended):
             for b in ended:
                 finals[int(b)] = np.copy(observation[b]) if isinstance(observation, np.ndarray) else observation[b]
             self._partial_reset(traj_done)
-        stale = self.frames_in_stack < self.stack
-        if stale.any():
-            zero = np.arange(self.stack)[None, :] < (self.stack - self.frames_in_stack)[:, None]
-            self.step_buffer.observation[zero] = 0
-        return reward, raw_reward, terminated, truncated, done, traj_done, finals
+        return reward, raw_reward, terminated, truncated, done, traj_done, finals, info
 
-    def _account(self, observation: np.ndarray, action: Any, reward: np.ndarray, raw_reward: np.ndarray,
+    def _account(self, observation: Any, action: Any, reward: np.ndarray, raw_reward: np.ndarray,
                  done: np.ndarray, traj_done: np.ndarray, finals: dict[int, Any], agent_info: Any, env_info: Any
                  ) -> list[Any]:
         """Episode statistics of one step; returns the completed TrajInfos."""
@@ -314,7 +308,8 @@ class VectorCollector:
             self.discounted += self.cur_discount * reward
             self.cur_discount *= self.discount
             self.score += raw_reward
-            for b in np.flatnonzero(traj_done):
+            for i in np.flatnonzero(traj_done):
+                b = int(i)
                 traj_info = self.traj_info_factory()
                 traj_info.Length = int(self.length[b])
                 traj_info.Return = float(self.ret[b])
@@ -323,7 +318,7 @@ class VectorCollector:
                 traj_info._cur_discount = float(self.cur_discount[b])
                 if self.game_score:
                     traj_info.GameScore = float(self.score[b])
-                completed.append(traj_info.terminate(finals[int(b)]))
+                completed.append(traj_info.terminate(finals[b]))
             self._reset_stats(traj_done)
             return completed
         for b in range(self.n):  # a user's TrajInfo.step, called per env (not the fast path)
@@ -345,7 +340,7 @@ class VectorCollector:
         assert samples is not None  # None only for evaluation
         action = samples.agent.action[t]
         observation = samples.env.observation[t]
-        reward, raw_reward, terminated, truncated, done, traj_done, finals = self._step(np.asarray(action))
+        reward, raw_reward, terminated, truncated, done, traj_done, finals, info = self._step(np.asarray(action))
         samples.env.reward[t] = reward
         samples.env.done[t] = done
         samples.env.truncated[t] = truncated
@@ -354,7 +349,10 @@ class VectorCollector:
             row = env_info[t]
             values = dict(truncated=truncated, terminated=terminated, game_score=raw_reward, traj_done=traj_done)
             for name in row._fields:
-                getattr(row, name)[:] = values[name] if name in values else 0
+                # Numeric info keys of the vector env (gymnasium batches them as [n] arrays) fill
+                # the fields of the same name; keys the vector env lacks stay zero.
+                value = values[name] if name in values else info.get(name, 0)
+                getattr(row, name)[:] = 0 if getattr(value, "dtype", None) == np.dtype(object) else value
             env_info = row
         agent_info = samples.agent.agent_info
         completed = self._account(observation, action, reward, raw_reward, done, traj_done, finals,
@@ -371,7 +369,7 @@ class VectorCollector:
         sb = self.step_buffer
         action = np.array(sb.action)
         observation = None if self.vector_stats else np.copy(sb.observation)
-        reward, raw_reward, terminated, truncated, done, traj_done, finals = self._step(action)
+        reward, raw_reward, terminated, truncated, done, traj_done, finals, _ = self._step(action)
         env_info = None
         if not self.vector_stats:
             env_info = [AtariEnvInfo(bool(truncated[b]), bool(terminated[b]), float(raw_reward[b]), bool(traj_done[b]))
