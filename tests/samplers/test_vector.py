@@ -187,3 +187,34 @@ def test_counters_resume():
     resumed.obtain_samples(1)
     assert resumed.env_steps == 2 * 64 * 4
     resumed.shutdown()
+
+
+@pytest.mark.slow
+def test_ppo_cartpole_config_learns_to_475_with_the_vector_backend(tmp_path, monkeypatch):
+    # The shipped configs/ppo/cartpole.yaml (its EarlyStopping at a mean return of 475) with the
+    # sampler swapped for the gymnasium vector backend; the checkpoint's callback state holds the
+    # best train/return_mean the run reached.
+    import json
+    from pathlib import Path
+
+    import torch
+
+    from lightning_rl.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    root = Path(__file__).resolve().parents[2]
+    ckpt_dir = tmp_path / "ckpt"
+    stop = {"class_path": "pytorch_lightning.callbacks.EarlyStopping",
+            "init_args": {"monitor": "train/return_mean", "mode": "max", "stopping_threshold": 475.0,
+                          "patience": 10**6, "strict": False, "check_on_train_epoch_end": True}}
+    checkpoint = {"class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
+                  "init_args": {"dirpath": str(ckpt_dir), "save_last": True}}
+    main(["fit", "--config", str(root / "configs" / "ppo" / "cartpole.yaml"),
+          "--model.init_args.sampler", json.dumps({"class_path": "lightning_rl.samplers.VectorSampler",
+                                                   "init_args": {"env_id": "CartPole-v1", "batch_T": 32, "batch_B": 8,
+                                                                 "backend": "gymnasium"}}),
+          "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
+          "--trainer.callbacks", json.dumps([checkpoint, stop])])
+    state = torch.load(ckpt_dir / "last.ckpt", weights_only=True)
+    early = next(v for k, v in state["callbacks"].items() if k.startswith("EarlyStopping"))
+    assert float(early["best_score"]) >= 475.0
