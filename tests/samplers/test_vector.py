@@ -192,8 +192,9 @@ def test_counters_resume():
 @pytest.mark.slow
 def test_ppo_cartpole_config_learns_to_475_with_the_vector_backend(tmp_path, monkeypatch):
     # The shipped configs/ppo/cartpole.yaml (its EarlyStopping at a mean return of 475) with the
-    # sampler swapped for the gymnasium vector backend; the checkpoint's callback state holds the
-    # best train/return_mean the run reached.
+    # sampler swapped for the gymnasium vector backend. EarlyStopping records stopped_epoch only
+    # when its threshold stopped the run (Lightning leaves best_score at the last value below it);
+    # the 200k-step budget alone would end after epoch 97 (2048 env steps each).
     import json
     from pathlib import Path
 
@@ -217,4 +218,4 @@ def test_ppo_cartpole_config_learns_to_475_with_the_vector_backend(tmp_path, mon
           "--trainer.callbacks", json.dumps([checkpoint, stop])])
     state = torch.load(ckpt_dir / "last.ckpt", weights_only=True)
     early = next(v for k, v in state["callbacks"].items() if k.startswith("EarlyStopping"))
-    assert float(early["best_score"]) >= 475.0
+    assert early["stopped_epoch"] > 0 and state["epoch"] == early["stopped_epoch"] < 97
