@@ -7,7 +7,14 @@ preprocessing) and each batch size ``B``, one table row gives:
   (the ``x cores`` column multiplies it by the CPUs available);
 * ``AsyncVec``: ``gymnasium.vector.AsyncVectorEnv`` over ``B`` copies of the same env, with the
   same agent forward pass for all ``B`` envs at every step;
-* one column per sampler (``T x B`` batches, agent acting as in training).
+* one column per sampler (``T x B`` batches, agent acting as in training);
+* issue 20's vector-env backend (``--vector``, Atari Pong and CartPole): ``rawVec`` steps the
+  vector env itself (ale-py's ``AtariVectorEnv`` or gymnasium's ``CartPoleVectorEnv``) with random
+  actions, ``rawEnvPool`` EnvPool's (Pong, when ``envpool`` is installed), ``VecRand`` is
+  :class:`~lightning_rl.samplers.VectorSampler` with a random agent (no forward pass), ``Vector``
+  the same with the policy. ``ceil`` is the policy-in-the-loop ceiling from the measured costs:
+  ``B / (t_env + t_policy)`` when stepping and inference take turns (as they do here), and
+  ``B / max(t_env, t_policy)`` in brackets if they overlapped perfectly on 2 cores.
 
 Run ``python benchmarks/sampler_throughput.py --quick`` for a short run (B = 2, 8). Numbers on
 a shared or busy machine are noisy; compare columns of one run only, and use ``--rounds 3`` (each
@@ -26,6 +33,7 @@ import numpy as np
 import torch
 
 from lightning_rl.agents import CategoricalPgAgent, GaussianPgAgent
+from lightning_rl.agents.base import AgentStep
 from lightning_rl.envs import AtariEnv, make_env
 from lightning_rl.envs.make import atari_game_from_id, is_atari_id
 from lightning_rl.samplers import (
@@ -34,6 +42,7 @@ from lightning_rl.samplers import (
     GpuSampler,
     NoOverlapAlternatingSampler,
     SerialSampler,
+    VectorSampler,
 )
 
 SAMPLERS = {
@@ -71,6 +80,65 @@ class AtariGymnasiumEnv(gymnasium.Env):
         return o, r, d and not info.truncated, bool(info.truncated), {}
 
 
+class RandomPgAgent(CategoricalPgAgent):
+    """Uniform random actions without a forward pass: the sampler's own cost, no policy."""
+
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any) -> AgentStep:
+        n = len(observation)
+        return AgentStep(torch.randint(0, int(self.env_spaces.action.n), (n,)), None)
+
+
+def vector_backend(env_id: str) -> str | None:
+    """The VectorSampler backend benchmarked for ``env_id`` (None: no vector env)."""
+    if is_atari_id(env_id):
+        return "ale"
+    spec = gymnasium.spec(env_id)
+    return "gymnasium" if spec.vector_entry_point is not None else None
+
+
+def bench_raw_vector(env_id: str, B: int, seconds: float, envpool: bool = False) -> float:
+    """Random actions through the vector env (ale-py, gymnasium entry point or EnvPool), no agent."""
+    if envpool:
+        import envpool as ep
+
+        venv = ep.make_gymnasium(env_id.split("/")[-1], num_envs=B, repeat_action_probability=0.0)
+    else:
+        sampler = VectorSampler(env_id, batch_B=B, backend=vector_backend(env_id))  # type: ignore[arg-type]
+        venv, _ = sampler.make_vector_env(B, {"repeat_action_probability": 0.0} if is_atari_id(env_id) else {})
+    venv.reset(seed=0)
+    n_actions = int(venv.single_action_space.n)
+    rng = np.random.default_rng(0)
+    actions = [rng.integers(0, n_actions, B) for _ in range(64)]
+
+    def run() -> int:
+        for a in actions:
+            venv.step(a)
+        return 64 * B
+
+    try:
+        return timed(run, seconds)
+    finally:
+        venv.close()
+
+
+def bench_policy_cost(env_id: str, B: int, seconds: float) -> float:
+    """Seconds per ``agent.step`` on ``B`` observations (the shipped model, torch threads 1)."""
+    env = make_env(env_id, seed=0)
+    obs = np.stack([env.reset()] * B)
+    agent = make_agent(env_id)
+    agent.initialize(env.spaces)
+    agent.sample_mode(0)
+    prev_action = np.zeros(B, dtype=np.int64)
+    prev_reward = np.zeros(B, dtype=np.float32)
+
+    def run() -> int:
+        for _ in range(20):
+            agent.step(obs, prev_action, prev_reward)
+        return 20
+
+    return 1.0 / timed(run, seconds)
+
+
 def gymnasium_factory(env_id: str) -> Callable[[], gymnasium.Env]:
     if is_atari_id(env_id):
         game = atari_game_from_id(env_id)
@@ -105,10 +173,13 @@ def bench_raw(env_id: str, seconds: float) -> float:
     return rate
 
 
-def bench_sampler(cls: type, env_id: str, B: int, T: int, seconds: float) -> float:
-    sampler = cls(env_id, batch_T=T, batch_B=B)
+def bench_sampler(cls: type, env_id: str, B: int, T: int, seconds: float, random_agent: bool = False) -> float:
+    kwargs: dict[str, Any] = {"backend": vector_backend(env_id)} if cls is VectorSampler else {}
+    if is_atari_id(env_id):
+        kwargs["env_kwargs"] = {"repeat_action_probability": 0.0}  # as the shipped Pong configs
+    sampler = cls(env_id, batch_T=T, batch_B=B, **kwargs)
     try:
-        sampler.initialize(make_agent(env_id), seed=0)
+        sampler.initialize(RandomPgAgent() if random_agent else make_agent(env_id), seed=0)
         itrs = iter(range(10**9))
 
         def run() -> int:
@@ -156,13 +227,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-async", action="store_true", help="skip the AsyncVectorEnv column")
     parser.add_argument("--rounds", type=int, default=1, help="measure every cell this many times (medians)")
     parser.add_argument("--quick", action="store_true", help="B = 2, 8 and 1.5 s per cell")
+    parser.add_argument("--vector", action="store_true", help="add the vector-env backend columns (issue 20)")
     args = parser.parse_args(argv)
     if args.quick:
         args.batch_B = [b for b in args.batch_B if b <= 8]
         args.seconds = min(args.seconds, 1.5)
     torch.set_num_threads(1)
     n_cpus = len(os.sched_getaffinity(0))
+    vector_columns = ["rawVec", "rawEnvPool", "VecRand", "Vector", "ceil"] if args.vector else []
     columns = ["env", "B", "raw", f"raw x{n_cpus}"] + ([] if args.no_async else ["AsyncVec"]) + args.samplers
+    columns += vector_columns
     rows: list[list[str]] = []
     summary: list[str] = []
     print(f"env steps/s; {n_cpus} CPUs, torch threads 1 in the main process, {args.seconds:.1f} s per cell")
@@ -181,14 +255,38 @@ def main(argv: list[str] | None = None) -> None:
                     cls = SAMPLERS[s]
                     if not (issubclass(cls, AlternatingSampler) and B % 2):
                         trials.setdefault(s, []).append(bench_sampler(cls, env_id, B, T, args.seconds))
+                if args.vector and vector_backend(env_id) is not None:
+                    trials.setdefault("rawVec", []).append(bench_raw_vector(env_id, B, args.seconds))
+                    if is_atari_id(env_id) and _has_envpool():
+                        trials.setdefault("rawEnvPool", []).append(bench_raw_vector(env_id, B, args.seconds, True))
+                    trials.setdefault("VecRand", []).append(
+                        bench_sampler(VectorSampler, env_id, B, T, args.seconds, random_agent=True))
+                    trials.setdefault("Vector", []).append(bench_sampler(VectorSampler, env_id, B, T, args.seconds))
+                    trials.setdefault("policy_s", []).append(bench_policy_cost(env_id, B, args.seconds))
                 raws.append(bench_raw(env_id, args.seconds))
             raw = float(np.median(raws))
             cells = {k: float(np.median(v)) for k, v in trials.items()}
+            policy_s = cells.pop("policy_s", None)
+            ceiling = None
+            if policy_s is not None:
+                t_env = B / cells["rawVec"]
+                ceiling = (B / (t_env + policy_s), B / max(t_env, policy_s))
             row = [name, str(B), f"{raw:,.0f}", f"{raw * n_cpus:,.0f}"]
-            row += [f"{cells[c]:,.0f}" if c in cells else "-" for c in columns[4:]]
+            row += [f"{cells[c]:,.0f}" if c in cells else "-" for c in columns[4:] if c != "ceil"]
+            if args.vector:
+                row.append("-" if ceiling is None else f"{ceiling[0]:,.0f} ({ceiling[1]:,.0f})")
             rows.append(row)
             print("  " + " | ".join(row), flush=True)
-            parallel = {s: v for s, v in cells.items() if s not in ("AsyncVec", "Serial")}
+            if "Vector" in cells and ceiling is not None:
+                existing = {s: v for s, v in cells.items() if s in SAMPLERS}
+                best_existing = max(existing.values()) if existing else float("nan")
+                summary.append(
+                    f"  {name} B={B}: VecRand = {cells['VecRand'] / cells['rawVec']:.0%} of raw vector stepping and "
+                    f"{cells['VecRand'] / best_existing:.2f}x the best existing sampler; Vector (policy) = "
+                    f"{cells['Vector'] / best_existing:.2f}x the best existing sampler, {cells['Vector'] / ceiling[0]:.0%} "
+                    f"of the take-turns ceiling, {cells['Vector'] / ceiling[1]:.0%} of the overlap ceiling"
+                )
+            parallel = {s: v for s, v in cells.items() if s in SAMPLERS and s != "Serial"}
             if parallel:
                 best = max(parallel, key=parallel.get)
                 line = f"  {name} B={B}: best parallel sampler {best} = {parallel[best] / raw:.0%} of raw stepping"
@@ -204,6 +302,14 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print("\n".join(summary))
     print("targets (Atari, B=8): >= 85% of raw stepping, >= 1.2x AsyncVectorEnv")
+
+
+def _has_envpool() -> bool:
+    try:
+        import envpool  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

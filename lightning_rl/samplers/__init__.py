@@ -1,4 +1,4 @@
-"""Samplers: collect ``[T, B]`` batches of agent-env interaction (serial, CPU, GPU, alternating)."""
+"""Samplers: collect ``[T, B]`` batches of agent-env interaction (serial, CPU, GPU, alternating, vector env)."""
 
 from lightning_rl.samplers.alternating import AlternatingSampler, NoOverlapAlternatingSampler
 from lightning_rl.samplers.base import (
@@ -15,6 +15,7 @@ from lightning_rl.samplers.cpu import CpuSampler
 from lightning_rl.samplers.errors import SamplerClosedError, SamplerStepTimeout, SamplerWorkerDied, SamplerWorkerError
 from lightning_rl.samplers.gpu import GpuSampler
 from lightning_rl.samplers.serial import SerialSampler
+from lightning_rl.samplers.vector import VectorSampler
 from lightning_rl.samplers.worker import ParallelSamplerBase
 
 __all__ = [
@@ -37,5 +38,6 @@ __all__ = [
     "Samples",
     "SerialSampler",
     "StepBuffer",
+    "VectorSampler",
     "WaitResetCollector",
 ]

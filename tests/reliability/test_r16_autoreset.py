@@ -1,11 +1,12 @@
 """Row 16: the samplers' autoreset gives exactly the transitions and episodes of single-env rollouts.
 
-lightning_rl does not step gymnasium vector envs (no ``SyncVectorEnv``/``AsyncVectorEnv``, no
-``autoreset_mode``; :func:`test_the_library_steps_no_gymnasium_vector_env` keeps it so): every
-sampler steps single envs through :mod:`lightning_rl.samplers.collectors`, which resets an env
-itself right after its done step (``ResetCollector``) or at the start of the next batch
-(``WaitResetCollector``). Gymnasium's NEXT_STEP/SAME_STEP modes and their ``metadata`` check do
-not apply; what the row asks of them is asked here of the collectors.
+The per-env samplers step single envs through :mod:`lightning_rl.samplers.collectors`, which
+resets an env itself right after its done step (``ResetCollector``) or at the start of the next
+batch (``WaitResetCollector``); they step no gymnasium vector env
+(:func:`test_only_the_vector_sampler_steps_gymnasium_vector_envs` keeps it so). The one sampler
+that does, :class:`~lightning_rl.samplers.vector.VectorSampler` (issue 20), is checked here over
+``SyncVectorEnv`` and ``AsyncVectorEnv`` in both NEXT_STEP and SAME_STEP modes, and must refuse a
+vector env without ``metadata["autoreset_mode"]``.
 
 The reference is plain gymnasium, independent of library code: one
 ``RecordEpisodeStatistics(TimeLimit(RandomLengthEnv(), 4))`` per env, reset with the seed the
@@ -39,6 +40,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
 import pytest
 from gymnasium.wrappers import RecordEpisodeStatistics
@@ -46,7 +48,7 @@ from gymnasium.wrappers import RecordEpisodeStatistics
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.envs.traj_info import TrajInfo
 from lightning_rl.returns import valid_from_done
-from lightning_rl.samplers import CpuSampler, GpuSampler, SerialSampler
+from lightning_rl.samplers import CpuSampler, GpuSampler, SerialSampler, VectorSampler
 from tests.samplers.helpers import ObsAgent
 from tests.toy_envs import make_random_length_env
 
@@ -111,10 +113,11 @@ class RecordingTrajInfo(TrajInfo):
         return self
 
 
-def run_sampler(sampler_cls: type, collector: str) -> tuple[list[Any], np.ndarray, list[Any]]:
+def run_sampler(sampler_cls: type, collector: str, **kwargs: Any) -> tuple[list[Any], np.ndarray, list[Any]]:
     """``N_BATCHES`` batches (copies), the step buffer's observations after the last one, and the
     finished episodes' TrajInfos."""
-    kwargs: dict[str, Any] = {} if sampler_cls is SerialSampler else {"n_workers": 2}
+    if sampler_cls in (CpuSampler, GpuSampler):
+        kwargs["n_workers"] = 2
     sampler = sampler_cls(functools.partial(make_random_length_env, max_episode_steps=TIME_LIMIT), batch_T=T,
                           batch_B=B, collector=collector, traj_info_cls=RecordingTrajInfo, **kwargs)
     try:
@@ -165,7 +168,33 @@ def batch_transitions(batches: list[Any], last_observation: np.ndarray, collecto
 @pytest.mark.parametrize("collector", ["reset", "wait_reset"])
 @pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler, GpuSampler], ids=lambda c: c.__name__)
 def test_transitions_and_episodes_equal_single_env_rollouts(sampler_cls, collector):
-    batches, last_observation, trajs = run_sampler(sampler_cls, collector)
+    check_against_single_env_rollouts(*run_sampler(sampler_cls, collector), collector)
+
+
+@pytest.mark.parametrize("autoreset_mode", ["next_step", "same_step"])
+@pytest.mark.parametrize("backend", ["sync", "async"])
+def test_vector_sampler_transitions_and_episodes_equal_single_env_rollouts(backend, autoreset_mode):
+    check_against_single_env_rollouts(
+        *run_sampler(VectorSampler, "reset", backend=backend, autoreset_mode=autoreset_mode), "reset"
+    )
+
+
+def test_vector_sampler_refuses_a_vector_env_without_autoreset_mode(monkeypatch):
+    original = gymnasium.vector.SyncVectorEnv.__init__
+
+    def without_mode(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.metadata = {k: v for k, v in self.metadata.items() if k != "autoreset_mode"}
+
+    monkeypatch.setattr(gymnasium.vector.SyncVectorEnv, "__init__", without_mode)
+    sampler = VectorSampler(functools.partial(make_random_length_env, max_episode_steps=TIME_LIMIT), backend="sync",
+                            batch_T=T, batch_B=B)
+    with pytest.raises(ValueError, match="autoreset_mode"):
+        sampler.initialize(ObsAgent(n_actions=3), seed=SEED)
+
+
+def check_against_single_env_rollouts(batches: list[Any], last_observation: np.ndarray, trajs: list[Any],
+                                      collector: str) -> None:
     per_env = batch_transitions(batches, last_observation, collector)
     reference_episodes = []
     for b in range(B):
@@ -187,11 +216,11 @@ def test_transitions_and_episodes_equal_single_env_rollouts(sampler_cls, collect
     assert got == Counter(reference_episodes)
 
 
-def test_the_library_steps_no_gymnasium_vector_env():
-    # The module docstring's premise: were a gymnasium vector env wrapped anywhere, its autoreset
-    # mode (NEXT_STEP/SAME_STEP) and metadata["autoreset_mode"] check would need tests here.
+def test_only_the_vector_sampler_steps_gymnasium_vector_envs():
+    # The module docstring's premise: the per-env samplers wrap no gymnasium vector env; were one
+    # wrapped elsewhere, its autoreset mode (NEXT_STEP/SAME_STEP) would need tests here too.
     package = Path(__file__).resolve().parents[2] / "lightning_rl"
     pattern = re.compile(r"gymnasium\.vector|gym\.vector|VectorEnv|autoreset_mode|AutoresetMode")
-    hits = [f"{p.relative_to(package)}:{i}" for p in sorted(package.rglob("*.py"))
-            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
-    assert hits == []
+    hits = {str(p.relative_to(package)) for p in sorted(package.rglob("*.py"))
+            for line in p.read_text().splitlines() if pattern.search(line)}
+    assert hits == {"samplers/vector.py"}
