@@ -53,6 +53,9 @@ CELLS = {
     "sac-hopper": "configs/sac/hopper.yaml",
     "td3-halfcheetah": "configs/td3/halfcheetah.yaml",
     "td3-hopper": "configs/td3/halfcheetah.yaml:Hopper-v5",
+    # The memory comparison (lightning_rl only: SB3 has no R2D1).
+    "r2d1-cartpole_pomdp": "configs/r2d1/cartpole_pomdp.yaml",
+    "dqn-cartpole_pomdp": "configs/dqn/cartpole_pomdp.yaml",
 }
 
 
@@ -159,6 +162,8 @@ def run_sb3(cell: str, seed: int, budget: int) -> Curve:
             return True
 
     name = config["model"]["class_path"].rsplit(".", 1)[-1]
+    if name not in ("PPO", "SAC", "TD3"):
+        raise ValueError(f"--systems sb3: cell {cell!r} ({name}) has no SB3 counterpart here; run lightning_rl alone")
     B, T = sampler["batch_B"], sampler["batch_T"]
     env = make_vec_env(env_id, n_envs=B, seed=seed)
     if name == "PPO":
