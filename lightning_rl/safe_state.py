@@ -35,7 +35,7 @@ _BIT_GENERATORS = {"PCG64": np.random.PCG64, "PCG64DXSM": np.random.PCG64DXSM, "
 _TAG = "__lightning_rl__"
 # Constructor arguments that gymnasium keeps for copying an env: configuration, not state.
 _CONFIG_ATTRS = {"env", "_saved_kwargs", "_ezpickle_args", "_ezpickle_kwargs", "spec", "_cached_spec", "metadata",
-                 "_metadata", "render_mode", "model", "mujoco_renderer", "_info_filter", "_kwargs"}
+                 "_metadata", "render_mode", "model", "mujoco_renderer", "_info_filter", "_kwargs", "_action_bounds"}
 
 
 class UnsafeStateError(TypeError):
