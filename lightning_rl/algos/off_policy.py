@@ -366,10 +366,9 @@ def uninitialized_copy(sampler: Any) -> Any:
 
 
 class AsyncShutdownCallback(pl.Callback):
-    """Stops the sampler process of async sampling when ``fit`` raises (Lightning calls no
-    module ``teardown`` then); the process also ends with the training process."""
+    """Stops the sampler process of async sampling, and the training process's own sampler, when
+    ``fit`` raises (Lightning calls no module ``teardown`` then): a failed async run leaves no
+    process behind. The processes also end with the training process."""
 
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
-        setup = getattr(pl_module, "replay_setup", None)
-        if setup is not None:
-            setup.shutdown_async()
+        pl_module.teardown("fit")

@@ -271,6 +271,7 @@ class AsyncSampling:
             acts=True, seed=self.seed, cpu=None,
         )
         self.pool = WorkerPool([proc], [spec], self._sync)
+        self._pid = proc.pid
         self.pool.last_command = "start"
         self._finalizer = weakref.finalize(self, self.pool.shutdown, 3.0, "the async sampler was garbage collected")
         self.replay.lock.on_wait = self.check
@@ -280,8 +281,8 @@ class AsyncSampling:
 
     @property
     def pid(self) -> int | None:
-        """The sampler process's id (None before :meth:`start`)."""
-        return None if self.pool is None else self.pool.procs[0].pid
+        """The sampler process's id (None before :meth:`start`; kept after it stopped)."""
+        return getattr(self, "_pid", None)
 
     @property
     def closed(self) -> bool:
