@@ -84,8 +84,11 @@ __all__ = ["AsyncReplayDataset", "AsyncSampling", "SharedParameters", "SharedTra
 LOOKAHEAD = 0.75
 #: Sampler batches per window of the measured replay ratio (issue 19).
 RATIO_WINDOW = 10
-#: Seconds either side sleeps between looks at the other's counters while it waits.
-SPIN_S = 0.001
+#: Seconds either side first sleeps between looks at the other's counters while it waits; each
+#: further look doubles it up to ``SPIN_MAX_S`` (fewer wake-ups that take a shared core from the
+#: other side, at a latency well inside the lookahead).
+SPIN_S = 0.0005
+SPIN_MAX_S = 0.008
 #: Seconds the training process waits for one sampler batch or for a pause before giving up.
 WAIT_TIMEOUT_S = 300.0
 
@@ -356,8 +359,10 @@ class AsyncSampling:
         t0 = time.monotonic()
         next_check = t0 + MAIN_POLL_S
         last, last_t = appended.value, t0
+        pause = SPIN_S
         while appended.value < n:
-            time.sleep(SPIN_S)
+            time.sleep(pause)
+            pause = min(2 * pause, SPIN_MAX_S)
             now = time.monotonic()
             if now >= next_check:
                 self.check()
@@ -478,8 +483,10 @@ class AsyncSampling:
                 if not self._may_collect():
                     t0 = time.monotonic()
                     next_check = t0 + MAIN_POLL_S
+                    pause = SPIN_S
                     while not self._may_collect():
-                        time.sleep(SPIN_S)
+                        time.sleep(pause)
+                        pause = min(2 * pause, SPIN_MAX_S)
                         if time.monotonic() >= next_check:
                             self._child_check()
                             next_check = time.monotonic() + MAIN_POLL_S
