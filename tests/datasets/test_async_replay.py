@@ -366,15 +366,19 @@ def test_async_sampling_needs_a_shared_replay():
 
 @pytest.mark.slow
 def test_dqn_cartpole_async_reaches_the_sync_return_in_no_more_env_steps():
-    """Issue 19's done-when: the shipped DQN CartPole settings, sync and async, same seed: async
-    reaches the evaluation mean of 475 in no more env steps, with the ratio held meanwhile."""
-    sync_steps, _ = shipped_cartpole_steps_to_475(async_sampling=False)
-    async_steps, ratios = shipped_cartpole_steps_to_475(async_sampling=True)
-    assert math.isfinite(sync_steps) and async_steps <= sync_steps, (sync_steps, async_steps)
-    assert abs(ratios[0] / 32 - 1) <= 0.10 and abs(ratios[1] / 32 - 1) <= 0.10, ratios
+    """Issue 19's done-when: the shipped DQN CartPole settings, sync and async, seeds 1-3: async
+    reaches the evaluation mean of 475 in no more env steps on average (one seed alone is a coin
+    flip either way), with the replay ratio within 10% over every 10-batch window meanwhile."""
+    sync_steps, async_steps = [], []
+    for seed in (1, 2, 3):
+        sync_steps.append(shipped_cartpole_steps_to_475(False, seed)[0])
+        steps, ratios = shipped_cartpole_steps_to_475(True, seed)
+        async_steps.append(steps)
+        assert abs(ratios[0] / 32 - 1) <= 0.10 and abs(ratios[1] / 32 - 1) <= 0.10, ratios
+    assert np.isfinite(sync_steps).all() and np.mean(async_steps) <= np.mean(sync_steps), (sync_steps, async_steps)
 
 
-def shipped_cartpole_steps_to_475(async_sampling: bool) -> tuple[float, tuple[float, float]]:
+def shipped_cartpole_steps_to_475(async_sampling: bool, seed: int) -> tuple[float, tuple[float, float]]:
     import yaml
 
     from lightning_rl.callbacks import EvaluationCallback
@@ -384,7 +388,7 @@ def shipped_cartpole_steps_to_475(async_sampling: bool) -> tuple[float, tuple[fl
     agent = DqnAgent(**cfg.pop("agent")["init_args"])
     sampler = SerialSampler(**cfg.pop("sampler")["init_args"])
     cfg["total_env_steps"] = 60_000
-    pl.seed_everything(1)
+    pl.seed_everything(seed)
     module = DQN(agent, sampler, async_sampling=async_sampling, **cfg)
     reached: list[float] = []
 
