@@ -27,9 +27,11 @@ from torch.utils.data import DataLoader, IterableDataset
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.algos.checkpointing import RLCheckpointIO, load_data, load_module_state, save_module_state
 from lightning_rl.algos.off_policy import (
+    AsyncShutdownCallback,
     ReplaySetup,
     frame_stack_of,
     samples_to_buffer,
+    uninitialized_copy,
 )
 from lightning_rl.algos.optim import (
     LRSchedulerCallable,
@@ -139,13 +141,20 @@ class RLModule(pl.LightningModule):
         world_size = self.trainer.world_size if self._trainer is not None else 1
         seed = self._base_seed()
         self.minibatch_generator = np.random.default_rng([seed, rank])
+        run_async = self.replay_setup is not None and self.replay_setup.async_sampling and stage == "fit"
+        sampler_copy = uninitialized_copy(self.sampler) if run_async else None
         self.sampler.initialize(
             self.agent, seed=seed, rank=rank, world_size=world_size, bootstrap_value=self.bootstrap_value
         )
+        if run_async:
+            assert self.replay_setup is not None
+            # Forked while the agent is still on CPU; the training process's sampler only evaluates.
+            self.replay_setup.build(self, seed=seed * 1000 + rank)
+            self.replay_setup.start_async(self, sampler_copy, seed=seed, rank=rank, world_size=world_size)
         device = self.trainer.strategy.root_device if self._trainer is not None else torch.device("cpu")
         self.agent.to_device(device)
         self._sampler_ready = True
-        if self.replay_setup is not None and stage == "fit":
+        if self.replay_setup is not None and stage == "fit" and not run_async:
             # Allocated from one step of the sampler's buffer (its dtypes and shapes).
             self.replay_setup.build(self, seed=seed * 1000 + rank)
         if self._trainer is not None and not isinstance(self.trainer.strategy.checkpoint_io, RLCheckpointIO):
@@ -169,6 +178,8 @@ class RLModule(pl.LightningModule):
 
     def teardown(self, stage: str) -> None:
         if self._sampler_ready and stage == "fit":
+            if self.replay_setup is not None:
+                self.replay_setup.shutdown_async()
             self.sampler.shutdown()
             self._sampler_ready = False
 
@@ -201,7 +212,10 @@ class RLModule(pl.LightningModule):
         """Episode statistics and throughput are part of every run."""
         from lightning_rl.callbacks import EpisodeStatsCallback, ThroughputCallback
 
-        return [EpisodeStatsCallback(), ThroughputCallback()]
+        callbacks: list[pl.Callback] = [EpisodeStatsCallback(), ThroughputCallback()]
+        if self.replay_setup is not None and self.replay_setup.async_sampling:
+            callbacks.append(AsyncShutdownCallback())
+        return callbacks
 
     def val_dataloader(self) -> Any:
         # Fit evaluates through EvaluationCallback; only `validate` uses the validation loop.
@@ -336,6 +350,9 @@ class RLModule(pl.LightningModule):
             self.log(
                 "env_steps", float(self.global_env_steps), on_step=True, on_epoch=False, prog_bar=True, batch_size=1
             )
+            runner = None if self.replay_setup is None else self.replay_setup.async_runner
+            if runner is not None:
+                self.log_dict(runner.metrics(self.train_state.updates), on_step=True, on_epoch=False, batch_size=1)
         if self.budget_reached:
             self.trainer.should_stop = True
 

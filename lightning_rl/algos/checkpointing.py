@@ -107,10 +107,22 @@ def module_state(module: Any) -> dict[str, Any]:
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
-    if module.checkpoint_sampler_state and module._sampler_ready:
+    runner = _async_runner(module)
+    if runner is not None:
+        # The envs live in the sampler process and start new episodes on resume (row 3): the
+        # counters are stored, the envs' state is not.
+        state["async_sampling"] = runner.state_dict()
+        state["sampler"] = {"env_steps": state["async_sampling"]["sampler_env_steps"]}
+    elif module.checkpoint_sampler_state and module._sampler_ready:
         # Samplers return their state as data already (see SerialSampler.state_dict).
         state["sampler"] = module.sampler.state_dict()
     return state
+
+
+def _async_runner(module: Any) -> Any:
+    setup = getattr(module, "replay_setup", None)
+    runner = None if setup is None else setup.async_runner
+    return None if runner is None or runner.closed else runner
 
 
 def save_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
@@ -123,6 +135,11 @@ def save_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
     bad = non_finite_keys(checkpoint.get("state_dict", {}))
     if bad:
         raise FloatingPointError(f"refusing to write a checkpoint with non-finite weights: {bad[:5]}")
+    runner = _async_runner(module)
+    if runner is not None:
+        # Async sampling: the sampler stays between two batches until training continues (the
+        # dataset's next item), so the replay written below and the counters agree.
+        runner.pause()
     checkpoint[CHECKPOINT_KEY] = module_state(module)
     setup = module.replay_setup
     if module.replay is not None and setup is not None and setup.checkpoint_replay:
@@ -140,6 +157,11 @@ def load_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
     if CHECKPOINT_KEY not in checkpoint:
         raise ValueError("checkpoint was not written by a lightning_rl module (no 'lightning_rl' entry)")
     envs_continue = restore_module_state(module, checkpoint[CHECKPOINT_KEY])
+    runner = _async_runner(module)
+    if runner is not None:
+        train_state = module.train_state
+        runner.load_state_dict(checkpoint[CHECKPOINT_KEY].get("async_sampling") or {
+            "sampler_itr": train_state.itr, "sampler_env_steps": train_state.env_steps})
     if REPLAY_KEY in checkpoint and module.replay is not None:
         module.replay.load_state_dict(checkpoint[REPLAY_KEY])
         if not envs_continue:

@@ -131,6 +131,8 @@ class DQN(RLModule):
         default_priority: Priority of new transitions.
         updates_per_sync: Updates between publishing weights to the sampler's agent.
         checkpoint_replay: Save the replay next to each checkpoint (``<path>.replay``).
+        async_sampling: Run the sampler in its own process, writing into a shared-memory replay
+            while training runs, at the same replay ratio (README "Asynchronous sampling").
         direct_updates: Skip Lightning's per-update hook dispatch when nothing uses it
             (:meth:`~lightning_rl.algos.base.RLModule.update_step`).
         total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
@@ -174,6 +176,7 @@ class DQN(RLModule):
         default_priority: float = 1.0,
         updates_per_sync: int = 1,
         checkpoint_replay: bool = True,
+        async_sampling: bool = False,
         direct_updates: bool = True,
         total_env_steps: int | None = None,
         log_interval_steps: int = 10_000,
@@ -191,7 +194,7 @@ class DQN(RLModule):
             n_step_return=n_step_return, discount=discount, prioritized_replay=prioritized_replay,
             pri_alpha=pri_alpha, pri_beta_init=pri_beta_init, pri_beta_final=pri_beta_final,
             pri_beta_steps=pri_beta_steps, default_priority=default_priority, updates_per_sync=updates_per_sync,
-            checkpoint_replay=checkpoint_replay,
+            checkpoint_replay=checkpoint_replay, async_sampling=async_sampling,
         )
         if delta_clip is not None:
             self.check_positive("delta_clip", delta_clip)

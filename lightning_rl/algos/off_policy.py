@@ -7,16 +7,22 @@ saved in a side file ``<checkpoint>.replay-<pair>`` next to every Lightning chec
 (:class:`~lightning_rl.algos.checkpointing.RLCheckpointIO`; ``checkpoint_replay=False`` opts out for
 huge buffers), so ``--ckpt_path last`` resumes with the
 same buffer, epsilon and counters.
+
+With ``async_sampling=True`` the sampler runs in its own process and writes into the replay in
+shared memory while ``training_step`` trains (:mod:`lightning_rl.datasets.async_replay`).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytorch_lightning as pl
 import torch
 
 from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.datasets.async_replay import AsyncReplayDataset, AsyncSampling, SharedTrainState
 from lightning_rl.datasets.replay import ReplayDataset
 from lightning_rl.replays import ReplayBuffer
 
@@ -82,6 +88,10 @@ class ReplaySetup:
         default_priority: Priority of new transitions.
         updates_per_sync: Updates between publishing weights to the sampler's agent.
         checkpoint_replay: Save the replay next to each checkpoint (``<path>.replay``).
+        async_sampling: Run the sampler in its own process, writing into a shared-memory replay
+            while ``training_step`` trains, with the replay ratio held by throttling whichever
+            side is faster (:mod:`lightning_rl.datasets.async_replay`). False: sample a batch,
+            then train on it, in the training process.
 
     Raises:
         ValueError: Naming the first bad argument.
@@ -104,6 +114,7 @@ class ReplaySetup:
         pri_beta_final: float = 1.0,
         pri_beta_steps: int = 1,
         default_priority: float = 1.0,
+        async_sampling: bool = False,
     ) -> None:
         for name, value in (("batch_size", batch_size), ("replay_size", replay_size), ("n_step_return", n_step_return),
                             ("updates_per_sync", updates_per_sync)):
@@ -137,7 +148,10 @@ class ReplaySetup:
         self.default_priority = default_priority
         self.updates_per_sync = int(updates_per_sync)
         self.checkpoint_replay = checkpoint_replay
+        self.async_sampling = bool(async_sampling)
         self.replay: ReplayBuffer | None = None
+        #: The sampler process of async sampling (started by :meth:`start_async`).
+        self.async_runner: AsyncSampling | None = None
 
     def prepare_agent(self, agent: Any, batch_size: int, pretrain_uniform: bool | None = None) -> None:
         """Tell the agent the first learning iteration (before the sampler forks its workers)."""
@@ -164,12 +178,54 @@ class ReplaySetup:
             beta_anneal_steps=self.pri_beta_steps if self.prioritized_replay else None,
             default_priority=self.default_priority,
             seed=seed,
+            shared=self.async_sampling,
             **module.replay_kwargs(),
         )
         return self.replay
 
-    def dataset(self, module: Any, samples_to_buffer: Callable[[Any], Any]) -> ReplayDataset:
-        """The module's :class:`~lightning_rl.datasets.replay.ReplayDataset` over this replay."""
+    def start_async(self, module: Any, sampler_copy: Any, seed: int, rank: int, world_size: int) -> AsyncSampling:
+        """Fork the sampler process of async sampling (after :meth:`build`, before the agent
+        moves to its training device) and share ``module.train_state``'s update count with it.
+
+        Args:
+            module: The module (its agent, sampler and ``samples_to_buffer``).
+            sampler_copy: A copy of ``module.sampler`` made before it was initialized.
+            seed: Base seed of the envs.
+            rank: DDP rank.
+            world_size: DDP world size.
+        """
+        runner = AsyncSampling(
+            sampler_copy, module.agent, self.replay, module.samples_to_buffer, seed=seed, rank=rank,
+            world_size=world_size, replay_ratio=self.replay_ratio,
+        )
+        state = SharedTrainState(runner.counters.updates)
+        state.load_state_dict(module.train_state.state_dict())
+        module.train_state = state
+        self.async_runner = runner
+        runner.start()
+        return runner
+
+    def shutdown_async(self) -> None:
+        """Stop the sampler process of async sampling (idempotent)."""
+        if self.async_runner is not None:
+            self.async_runner.shutdown()
+
+    def dataset(self, module: Any, samples_to_buffer: Callable[[Any], Any]) -> ReplayDataset | AsyncReplayDataset:
+        """The module's :class:`~lightning_rl.datasets.replay.ReplayDataset` over this replay (an
+        :class:`~lightning_rl.datasets.async_replay.AsyncReplayDataset` with async sampling)."""
+        if self.async_runner is not None:
+            return AsyncReplayDataset(
+                self.async_runner,
+                module.sampler,
+                module.agent,
+                self.replay,
+                module.train_state,
+                iterations_per_epoch=module.iterations_per_epoch,
+                batch_size=self.batch_size,
+                replay_ratio=self.replay_ratio,
+                min_steps_learn=self.min_steps_learn,
+                updates_per_sync=self.updates_per_sync,
+            )
         return ReplayDataset(
             module.sampler,
             module.agent,
@@ -300,3 +356,19 @@ class SoftTargetUpdate:
             torch._foreach_lerp_(soft_dst, soft_src, tau)
         if hard_dst:
             torch._foreach_copy_(hard_dst, hard_src)
+
+
+def uninitialized_copy(sampler: Any) -> Any:
+    """A copy of a sampler that is not initialized yet (for the sampler process of async sampling)."""
+    if sampler.initialized:
+        raise ValueError("sampler: copy it before initialize()")
+    return copy.deepcopy(sampler)
+
+
+class AsyncShutdownCallback(pl.Callback):
+    """Stops the sampler process of async sampling, and the training process's own sampler, when
+    ``fit`` raises (Lightning calls no module ``teardown`` then): a failed async run leaves no
+    process behind. The processes also end with the training process."""
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
+        pl_module.teardown("fit")

@@ -193,6 +193,8 @@ class R2D1(DQN):
             (prioritized replay only).
         updates_per_sync: Updates between publishing weights to the sampler's agent.
         checkpoint_replay: Save the replay next to each checkpoint (``<path>.replay``).
+        async_sampling: Run the sampler in its own process, writing into a shared-memory replay
+            while training runs, at the same replay ratio (README "Asynchronous sampling").
         total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
         log_interval_steps: Env steps per Lightning epoch (per rank).
         seed: Env base seed (default: ``seed_everything``'s).
@@ -238,6 +240,7 @@ class R2D1(DQN):
         input_priorities: bool = True,
         updates_per_sync: int = 1,
         checkpoint_replay: bool = True,
+        async_sampling: bool = False,
         total_env_steps: int | None = None,
         log_interval_steps: int = 10_000,
         seed: int | None = None,
@@ -261,7 +264,8 @@ class R2D1(DQN):
             optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, linear_lr_schedule=linear_lr_schedule,
             prioritized_replay=prioritized_replay, pri_alpha=pri_alpha, pri_beta_init=pri_beta_init,
             pri_beta_final=pri_beta_final, pri_beta_steps=pri_beta_steps, default_priority=default_priority,
-            updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay, total_env_steps=total_env_steps,
+            updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay,
+            async_sampling=async_sampling, total_env_steps=total_env_steps,
             log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
             torch_threads=torch_threads,
         )

@@ -147,6 +147,8 @@ class SAC(RLModule):
             agent's ``pretrain_std`` (rlpyt: 0.75) or its policy when that is None.
         updates_per_sync: Updates between publishing weights to the sampler.
         checkpoint_replay: Save the replay next to each checkpoint.
+        async_sampling: Run the sampler in its own process, writing into a shared-memory replay
+            while training runs, at the same replay ratio (README "Asynchronous sampling").
         total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
         log_interval_steps: Env steps per Lightning epoch (per rank).
         seed: Env base seed (default: ``seed_everything``'s).
@@ -187,6 +189,7 @@ class SAC(RLModule):
         pretrain_uniform: bool = True,
         updates_per_sync: int = 1,
         checkpoint_replay: bool = True,
+        async_sampling: bool = False,
         total_env_steps: int | None = None,
         log_interval_steps: int = 10_000,
         seed: int | None = None,
@@ -202,7 +205,7 @@ class SAC(RLModule):
         self.replay_setup = ReplaySetup(
             batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
             n_step_return=n_step_return, discount=discount, updates_per_sync=updates_per_sync,
-            checkpoint_replay=checkpoint_replay,
+            checkpoint_replay=checkpoint_replay, async_sampling=async_sampling,
         )
         check_qpg_args(
             target_update_tau=target_update_tau, target_update_interval=target_update_interval,

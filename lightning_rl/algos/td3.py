@@ -58,6 +58,8 @@ class TD3(DDPG):
         pretrain_uniform: Act uniformly at random before ``min_steps_learn``.
         updates_per_sync: Updates between publishing weights to the sampler.
         checkpoint_replay: Save the replay next to each checkpoint.
+        async_sampling: Run the sampler in its own process, writing into a shared-memory replay
+            while training runs, at the same replay ratio (README "Asynchronous sampling").
         total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
         log_interval_steps: Env steps per Lightning epoch (per rank).
         seed: Env base seed (default: ``seed_everything``'s).
@@ -93,6 +95,7 @@ class TD3(DDPG):
         pretrain_uniform: bool = True,
         updates_per_sync: int = 1,
         checkpoint_replay: bool = True,
+        async_sampling: bool = False,
         total_env_steps: int | None = None,
         log_interval_steps: int = 10_000,
         seed: int | None = None,
@@ -107,6 +110,7 @@ class TD3(DDPG):
             q_learning_rate=q_learning_rate, optimizer=optimizer, lr_scheduler=lr_scheduler, reward_scale=reward_scale,
             clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip, bootstrap_timelimit=bootstrap_timelimit,
             pretrain_uniform=pretrain_uniform, updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay,
+            async_sampling=async_sampling,
             total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
             checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -19,6 +19,9 @@ import numpy as np
 from lightning_rl.data.buffers import np_mp_array
 
 __all__ = ["RWLock", "allocate", "take"]
+
+#: Seconds between calls of :attr:`RWLock.on_wait` while a caller waits for the lock.
+LOCK_POLL_S = 0.2
 
 
 def allocate(shape: Sequence[int] | int, dtype: Any, shared: bool = False) -> np.ndarray:
@@ -48,6 +51,11 @@ class RWLock:
     which the reader group needs. Readers are preferred: with one trainer reading and one
     sampler writing, reads do not overlap enough to starve the writer.
 
+    Attributes:
+        on_wait: Called every ``LOCK_POLL_S`` seconds while this process waits for the lock; it
+            raises to give up waiting (e.g. when the process on the other side died holding the
+            lock). Set per process; None (the default) waits without limit.
+
     Example:
         >>> lock = RWLock()
         >>> with lock.read():
@@ -60,13 +68,29 @@ class RWLock:
         self._write_lock = mp.Lock()
         self._count_lock = mp.Lock()
         self._readers = mp.RawValue("i", 0)
+        self.on_wait: Callable[[], None] | None = None
+
+    def _acquire(self, lock: Any) -> None:
+        on_wait = self.on_wait
+        if on_wait is None:
+            lock.acquire()
+            return
+        while not lock.acquire(timeout=LOCK_POLL_S):
+            on_wait()
 
     def acquire_read(self) -> None:
         """Enter as a reader (blocks while a writer holds the lock)."""
-        with self._count_lock:
+        self._acquire(self._count_lock)
+        try:
             self._readers.value += 1
             if self._readers.value == 1:
-                self._write_lock.acquire()
+                try:
+                    self._acquire(self._write_lock)
+                except BaseException:
+                    self._readers.value -= 1
+                    raise
+        finally:
+            self._count_lock.release()
 
     def release_read(self) -> None:
         """Leave as a reader; the last reader out lets writers in."""
@@ -77,7 +101,7 @@ class RWLock:
 
     def acquire_write(self) -> None:
         """Enter as the only writer (blocks while anyone reads or writes)."""
-        self._write_lock.acquire()
+        self._acquire(self._write_lock)
 
     def release_write(self) -> None:
         """Leave as the writer."""
