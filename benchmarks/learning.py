@@ -22,8 +22,8 @@ Usage::
     python benchmarks/learning.py --cell ppo-halfcheetah --budget 50000 --seeds 1 \\
         --override model.init_args.agent.init_args.model.init_args.mu_nonlinearity=null
 
-``--override key=value`` (dotted LightningCLI keys, YAML values) changes our side only, for
-ablations; SB3 always gets the shipped config's values.
+``--override key=value`` (a dotted path into the YAML file, a YAML value) changes our side only,
+for ablations; SB3 always gets the shipped config's values.
 """
 
 from __future__ import annotations
@@ -90,26 +90,33 @@ def load_cell(cell: str) -> tuple[dict[str, Any], str]:
 
 
 def run_lightning_rl(cell: str, seed: int, budget: int, overrides: list[str]) -> Curve:
+    import tempfile
+
     import pytorch_lightning as pl
 
     from lightning_rl.algos.base import RLModule
     from lightning_rl.cli import RLCLI, RLTrainer
 
     config, env_id = load_cell(cell)
-    path = CELLS[cell].partition(":")[0]
+    for item in overrides:
+        key, _, value = item.partition("=")
+        *parents, last = key.split(".")
+        node = config
+        for part in parents:
+            node = node[part]
+        node[last] = yaml.safe_load(value)
+    config_file = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    with config_file:
+        yaml.safe_dump(config, config_file)
     args = [
-        "--config", str(ROOT / path),
+        "--config", config_file.name,
         "--seed_everything", str(seed),
         "--model.init_args.total_env_steps", str(budget),
-        "--model.init_args.sampler.init_args.env_id", env_id,
         "--trainer.logger", "false",
         "--trainer.enable_progress_bar", "false",
         "--trainer.enable_checkpointing", "false",
         "--trainer.callbacks", "[]",
     ]
-    for item in overrides:
-        key, _, value = item.partition("=")
-        args += [f"--{key}", value]
     cli = RLCLI(RLModule, trainer_class=RLTrainer, subclass_mode_model=True, run=False, args=args)
     curve = Curve([], [], [])
     start = time.perf_counter()
