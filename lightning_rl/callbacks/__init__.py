@@ -2,11 +2,13 @@
 
 from lightning_rl.callbacks.episode_stats import EpisodeStatsCallback
 from lightning_rl.callbacks.evaluation import EvaluationCallback, evaluate_agent, summarize_trajectories
+from lightning_rl.callbacks.progress import RLProgressBar
 from lightning_rl.callbacks.throughput import ThroughputCallback
 
 __all__ = [
     "EpisodeStatsCallback",
     "EvaluationCallback",
+    "RLProgressBar",
     "ThroughputCallback",
     "evaluate_agent",
     "summarize_trajectories",
