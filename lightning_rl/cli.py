@@ -37,7 +37,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from jsonargparse import DefaultHelpFormatter
-from pytorch_lightning.callbacks import ProgressBar
+from pytorch_lightning.callbacks import ModelCheckpoint, ProgressBar
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, instantiate_class
 from pytorch_lightning.loggers import TensorBoardLogger
 
@@ -379,6 +379,11 @@ class RLCLI(LightningCLI):
             extra.append(RunDirectoryCallback())
         if extra:
             kwargs["callbacks"] = [*callbacks, *extra]
+        if self.config.get("subcommand") != "fit" and config.get("enable_checkpointing", True) is not False:
+            # validate/test/play write no checkpoints (and restore no ModelCheckpoint state that
+            # points at the run directory of the checkpoint they read).
+            kwargs["callbacks"] = [c for c in kwargs.get("callbacks", callbacks) if not isinstance(c, ModelCheckpoint)]
+            kwargs["enable_checkpointing"] = False
         if self.config.get("subcommand") == "fit" and config.get("limit_val_batches") is None:
             # Fit evaluates through EvaluationCallback; Lightning's validation loop runs in validate only.
             kwargs["limit_val_batches"] = 0
@@ -425,7 +430,8 @@ def print_episode_table(module: Any, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{title}: {len(episodes)} eval episodes")
+    print(f"{title}: {len(episodes)} eval episodes")
+    table = Table()
     table.add_column("episode", justify="right")
     table.add_column("return", justify="right")
     table.add_column("length", justify="right")

@@ -245,8 +245,7 @@ def _checkpoint_paths(trainer: pl.Trainer) -> tuple[str | None, str | None]:
     """The newest ``last.ckpt`` written (else the best), and the eval callback's ``best.ckpt`` (or None)."""
     best = next((str(p) for c in trainer.callbacks  # type: ignore[attr-defined]
                  if (p := getattr(c, "best_checkpoint_path", None)) and os.path.isfile(p)), None)
-    candidates: list[str] = [str(c.last_model_path) for c in trainer.checkpoint_callbacks
-                             if getattr(c, "last_model_path", "")]
+    candidates: list[str] = [str(p) for c in trainer.checkpoint_callbacks if (p := getattr(c, "last_model_path", ""))]
     candidates += [p for c in trainer.callbacks  # type: ignore[attr-defined]
                    if isinstance(p := getattr(c, "checkpoint_path", None), str)]
     last = next((p for p in candidates if os.path.isfile(p)), None)
