@@ -64,21 +64,32 @@ def record_eval_video(trainer: Any, pl_module: Any, deterministic: bool) -> Path
 
 
 def _log_video(trainer: Any, path: Path, step: int) -> None:
-    """Add ``path`` to every TensorBoard logger as ``eval/video`` at ``step`` env steps."""
+    """Add ``path`` to every TensorBoard logger as the animated image ``eval/video`` at ``step`` env steps.
+
+    The GIF is encoded here (imageio): ``SummaryWriter.add_video`` needs moviepy 1's ``moviepy.editor``,
+    which moviepy 2 removed, and then logs nothing.
+    """
     from pytorch_lightning.loggers import TensorBoardLogger
 
     loggers = [logger for logger in trainer.loggers if isinstance(logger, TensorBoardLogger)]
     if not loggers:
         return
+    import io
+
     import imageio.v2 as imageio
-    import numpy as np
-    import torch
+    from tensorboard.compat.proto.summary_pb2 import Summary  # type: ignore[import-untyped]
 
     reader = imageio.get_reader(path, "ffmpeg")
     try:
-        frames = np.stack(list(cast(Any, reader)))
+        frames = list(cast(Any, reader).iter_data())  # len(reader) is inf for ffmpeg
     finally:
         reader.close()
-    video = torch.from_numpy(frames).permute(0, 3, 1, 2)[None]  # [1, T, C, H, W], uint8
+    if not frames:
+        return
+    buffer = io.BytesIO()
+    imageio.mimsave(buffer, frames, format="GIF", duration=1000 / 30, loop=0)
+    height, width = frames[0].shape[:2]
+    image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=buffer.getvalue())
+    summary = Summary(value=[Summary.Value(tag="eval/video", image=image)])
     for logger in loggers:
-        logger.experiment.add_video("eval/video", video, global_step=step, fps=30)
+        logger.experiment._get_file_writer().add_summary(summary, global_step=step)

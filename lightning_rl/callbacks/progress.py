@@ -210,7 +210,8 @@ class RLProgressBar(ProgressBar):
             if isinstance(callback, EarlyStopping) and callback.stopping_reason != EarlyStoppingReason.NOT_STOPPED:
                 kind = ("return threshold" if callback.stopping_reason == EarlyStoppingReason.STOPPING_THRESHOLD
                         else "early stopping")
-                message = (callback.stopping_reason_message or "").strip().rstrip(".")
+                # Lightning's message ends with what it does about it ("Signaling Trainer to stop.").
+                message = (callback.stopping_reason_message or "").split(". Signaling")[0].strip().rstrip(".")
                 return f"{kind}: {message}" if message else kind
         if pl_module.budget_reached:
             return f"budget: total_env_steps={pl_module.total_env_steps:,} reached"
