@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import pytorch_lightning as pl
 
 from lightning_rl.callbacks.progress import RLProgressBar, format_duration
 from lightning_rl.cli import main
@@ -92,3 +94,47 @@ def test_format_duration_and_bad_intervals():
         RLProgressBar(print_interval_s=-1)
     with pytest.raises(ValueError, match="refresh_interval_s"):
         RLProgressBar(refresh_interval_s=-1)
+
+
+class RaiseAt(pl.Callback):
+    """Raises ``RuntimeError("boom")`` at the end of training batch ``batch``."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if batch_idx + 1 == self.batch:
+            raise RuntimeError("boom")
+
+
+def tiny_fit(callbacks: list, tmp_path: Path) -> RLProgressBar:
+    from lightning_rl.agents import CategoricalPgAgent
+    from lightning_rl.algos import PPO
+    from lightning_rl.samplers import SerialSampler
+
+    pl.seed_everything(0)
+    module = PPO(CategoricalPgAgent(hidden_sizes=[16]), SerialSampler(env_id="CartPole-v1", batch_T=16, batch_B=2),
+                 epochs=1, minibatches=1, total_env_steps=32 * 20, log_interval_steps=64)
+    bar = RLProgressBar(rich=False)
+    trainer = pl.Trainer(max_epochs=-1, accelerator="cpu", logger=False, default_root_dir=tmp_path,
+                         callbacks=[*callbacks, bar], enable_model_summary=False)
+    trainer.fit(module)
+    return bar
+
+
+def test_summary_names_an_interrupt(tmp_path):
+    from lightning_rl.callbacks import RunDirectoryCallback
+    from tests.callbacks.test_run_directory import SignalAt
+
+    bar = tiny_fit([SignalAt(signal.SIGINT, batch=3), RunDirectoryCallback()], tmp_path)
+    assert bar.summary[0] == "stopped: interrupted (SIGINT)"
+    assert bar.summary[1] == "env steps: 96 of 640"
+    assert bar.summary[5].endswith("checkpoints/last.ckpt")  # saved on the signal
+
+
+def test_summary_names_an_error(tmp_path, capsys):
+    with pytest.raises(RuntimeError, match="boom"):
+        tiny_fit([RaiseAt(batch=2)], tmp_path)
+    out = capsys.readouterr().out
+    assert "stopped: error: RuntimeError: boom" in out
+    assert "env steps: 64 of 640" in out
