@@ -320,12 +320,24 @@ class RLModule(pl.LightningModule):
         return itr % max(every, 1) == 0 or itr % self.iterations_per_epoch == 0 or self.budget_reached
 
     def log_step_metrics(self, metrics: dict[str, Any]) -> None:
-        """Log a sampler iteration's aggregates, with env steps (over all ranks) as the x-axis."""
+        """Log a sampler iteration's aggregates, with env steps (over all ranks) as the x-axis.
+
+        They go to the loggers directly (``logger.log_metrics(..., step=env_steps)``, DESIGN.md "One
+        x-axis") and into ``trainer.callback_metrics`` for callbacks and the progress display, without
+        Lightning's per-key ``self.log`` bookkeeping, which costs more than a small update when it runs
+        every iteration. Under DDP the values are rank 0's (each rank logs its own updates' means).
+        """
         if not self.logging_due():
             return
-        metrics = {k: float(v) for k, v in metrics.items()}
-        metrics["step"] = float(self.global_env_steps)
-        self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=1)
+        values = {k: float(v) for k, v in metrics.items()}
+        if self._trainer is None:
+            return
+        trainer = self.trainer
+        trainer.callback_metrics.update({k: torch.tensor(v) for k, v in values.items()})
+        if trainer.is_global_zero:
+            step = int(self.global_env_steps)
+            for logger in trainer.loggers:
+                logger.log_metrics(values, step=step)
 
     @property
     def global_env_steps(self) -> int:
@@ -337,10 +349,6 @@ class RLModule(pl.LightningModule):
         self.check_finite_parameters()
         if self.lr_scheduler is not None:  # manual optimization: stepped here, once per iteration
             step_lr_schedulers(self.lr_schedulers())
-        if self.logging_due():
-            # "step" is the x-axis of everything logged in this iteration (DESIGN.md, "One x-axis").
-            steps = float(self.global_env_steps)
-            self.log_dict({"env_steps": steps, "step": steps}, on_step=True, on_epoch=False, batch_size=1)
         if self.budget_reached:
             self.trainer.should_stop = True
 
