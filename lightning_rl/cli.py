@@ -205,7 +205,9 @@ class RLCLI(LightningCLI):
         return isinstance(self.trainer.logger, TensorBoardLogger) and getattr(self.trainer.logger, "_rl_run_dir", False)
 
     def _run_group_dir(self) -> Path:
-        config_paths = [str(p) for p in (self._get(self.config, "config") or []) if p is not None]
+        # Files only: a parameter file's config arrives as YAML text (--params), named from the model.
+        given = [str(p) for p in (self._get(self.config, "config") or []) if p is not None]
+        config_paths = [p for p in given if os.path.isfile(p)]
         return Path(RUNS_ROOT) / run_group(config_paths, self._get(self.config, "model"))
 
     def _run_logger(self, ckpt_path: Any) -> TensorBoardLogger:
