@@ -71,7 +71,7 @@ def run_lightning_rl(seed: int, budget: int) -> tuple[float, int, bool, float]:
         start = time.perf_counter()
         subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         elapsed = time.perf_counter() - start
-        (last,) = Path(tmp).glob("lightning_logs/*/checkpoints/last.ckpt")
+        (last,) = Path(tmp).glob("runs/*/*/checkpoints/last.ckpt")
         state = torch.load(last, map_location="cpu", weights_only=False)
         steps = int(state["lightning_rl"]["train_state"]["env_steps"])
     # The config's EarlyStopping (train/return_mean >= -200) is the only way to stop before the budget.

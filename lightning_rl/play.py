@@ -22,8 +22,12 @@ def play_episodes(
     video_folder: str | None,
     seed: int,
     max_steps_per_episode: int,
+    name_prefix: str = "play",
 ) -> list[dict[str, float]]:
     """Play ``episodes`` with the module's agent on one env built like the sampler's.
+
+    Videos (``video_folder``) are named ``<name_prefix>-episode-<i>.mp4``; on a machine without a
+    display MuJoCo renders through EGL or OSMesa (:func:`lightning_rl.video.choose_gl_backend`).
 
     Returns:
         ``{"return", "length"}`` per episode.
@@ -32,7 +36,11 @@ def play_episodes(
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     sampler = module.sampler
     env_kwargs = dict(sampler.env_kwargs or {})
-    env = _make_recording_env(sampler.env_id, env_kwargs, video_folder)
+    if video_folder is not None:
+        from lightning_rl.video import choose_gl_backend
+
+        choose_gl_backend()
+    env = _make_recording_env(sampler.env_id, env_kwargs, video_folder, name_prefix)
     env.seed(seed)
     agent = module.agent
     if not agent.initialized:
@@ -71,7 +79,7 @@ def play_episodes(
         results.append({"return": total, "length": float(length)})
         if frames:
             assert video_folder is not None  # frames are kept only for a video
-            _save_frames(frames, video_folder, episode)
+            _save_frames(frames, video_folder, episode, name_prefix)
             frames = []
     env.close()
     return results
@@ -81,7 +89,9 @@ def _batch_of_one(x: Any) -> np.ndarray:
     return np.asarray(x)[None]
 
 
-def _make_recording_env(env_id: Any, env_kwargs: dict[str, Any], video_folder: str | None) -> Any:
+def _make_recording_env(
+    env_id: Any, env_kwargs: dict[str, Any], video_folder: str | None, name_prefix: str = "play"
+) -> Any:
     """The sampler's env; gymnasium envs get ``RecordVideo`` inside the adapter when recording."""
     if video_folder is None:
         return make_env(env_id, **env_kwargs)
@@ -96,7 +106,9 @@ def _make_recording_env(env_id: Any, env_kwargs: dict[str, Any], video_folder: s
     def build(**kwargs: Any) -> Any:
         inner = gym.make(env_id, render_mode="rgb_array", **kwargs) if isinstance(env_id, str) else env_id(**kwargs)
         return GymEnvWrapper(
-            gym.wrappers.RecordVideo(inner, video_folder, episode_trigger=lambda e: True, disable_logger=True)
+            gym.wrappers.RecordVideo(
+                inner, video_folder, episode_trigger=lambda e: True, name_prefix=name_prefix, disable_logger=True
+            )
         )
 
     return build(**env_kwargs)
@@ -106,7 +118,9 @@ def _is_atari(env_id: Any) -> bool:
     return isinstance(env_id, str) and (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4"))
 
 
-def _save_frames(frames: list[np.ndarray], video_folder: str, episode: int) -> None:
+def _save_frames(frames: list[np.ndarray], video_folder: str, episode: int, name_prefix: str = "play") -> None:
     from gymnasium.utils.save_video import save_video
 
-    save_video(frames, video_folder, fps=30, name_prefix="play", episode_index=episode, episode_trigger=lambda e: True)
+    save_video(
+        frames, video_folder, fps=30, name_prefix=name_prefix, episode_index=episode, episode_trigger=lambda e: True
+    )

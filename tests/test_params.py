@@ -9,6 +9,7 @@ import yaml
 
 from lightning_rl.cli import main
 from lightning_rl.params import expand_params_args, gen_config, parse_cpanel, to_yaml
+from lightning_rl.runs import run_group
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE_PARAMS = str(ROOT / "configs" / "params" / "ppo_cartpole.py")
@@ -36,7 +37,9 @@ def test_cpanel_overrides_and_coupled_values():
     # 4 envs x 256 steps: 16 minibatches of 64, epochs of 5 rollouts.
     assert init["minibatches"] == 16
     assert init["log_interval_steps"] == 4 * 256 * 5
-    assert config["trainer"]["callbacks"][0]["init_args"]["dirpath"] == "lightning_logs/ppo_hopper/checkpoints"
+    # Checkpoints go to the run directory, named after the algorithm and env: runs/ppo_hopper/<date-time>/.
+    assert config["trainer"]["callbacks"][0]["init_args"].get("dirpath") is None
+    assert run_group([], config["model"]) == "ppo_hopper"
 
 
 def test_cpanel_int_for_a_float_becomes_float():
@@ -128,7 +131,9 @@ def test_print_config_shows_cpanel_and_later_overrides(capsys):
     assert init["learning_rate"] == 1e-4
     assert init["epochs"] == 3
     assert init["sampler"]["init_args"]["env_id"] == "Hopper-v5"
-    assert config["trainer"]["callbacks"][0]["init_args"]["dirpath"] == "lightning_logs/ppo_hopper/checkpoints"
+    # Checkpoints go to the run directory, named after the algorithm and env: runs/ppo_hopper/<date-time>/.
+    assert config["trainer"]["callbacks"][0]["init_args"].get("dirpath") is None
+    assert run_group([], config["model"]) == "ppo_hopper"
 
 
 @pytest.mark.parametrize(

@@ -25,10 +25,6 @@ CPANEL: dict[str, Any] = {
 }
 
 
-def run_name(env_id: str) -> str:
-    """``"ppo_<env>"`` from a gymnasium id: ``"CartPole-v1"`` gives ``"ppo_cartpole"``."""
-    return "ppo_" + env_id.split("-")[0].lower()
-
 
 def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
     """The LightningCLI config for the control-panel values ``cpanel``.
@@ -41,18 +37,15 @@ def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"minibatch_size={cpanel['minibatch_size']} must divide n_envs * rollout_steps = {rollout_size}"
         )
-    name = run_name(cpanel["env"])
     return {
         "seed_everything": cpanel["seed"],
         "trainer": {
             "max_epochs": -1,
             "accelerator": "cpu",
-            # Step metrics logged once per epoch.
-            "log_every_n_steps": cpanel["rollouts_per_epoch"],
             "callbacks": [
                 {
                     "class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
-                    "init_args": {"dirpath": f"lightning_logs/{name}/checkpoints", "save_last": True},
+                    "init_args": {"save_last": True},
                 },
                 {
                     "class_path": "pytorch_lightning.callbacks.EarlyStopping",

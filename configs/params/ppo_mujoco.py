@@ -1,7 +1,7 @@
 """PPO on a MuJoCo task as a parameter file; the defaults give ``configs/ppo/halfcheetah.yaml``.
 
 Coupled values follow the control panel: minibatches from the minibatch size and rollout size,
-the epoch length from whole rollouts, the checkpoint folder from the env name, and the learning
+the epoch length from whole rollouts, and the learning
 rate schedule from the env-step budget::
 
     lightning-rl fit --params configs/params/ppo_mujoco.py --cpanel '{"lr": 1e-4, "env": "Hopper-v5"}'
@@ -28,10 +28,6 @@ CPANEL: dict[str, Any] = {
 }
 
 
-def run_name(env_id: str) -> str:
-    """``"ppo_<env>"`` from a gymnasium id: ``"HalfCheetah-v5"`` gives ``"ppo_halfcheetah"``."""
-    return "ppo_" + env_id.split("-")[0].lower()
-
 
 def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
     """The LightningCLI config for the control-panel values ``cpanel``.
@@ -44,7 +40,6 @@ def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"minibatch_size={cpanel['minibatch_size']} must divide n_envs * rollout_steps = {rollout_size}"
         )
-    name = run_name(cpanel["env"])
     return {
         "seed_everything": cpanel["seed"],
         "trainer": {
@@ -53,7 +48,7 @@ def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
             "callbacks": [
                 {
                     "class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
-                    "init_args": {"dirpath": f"lightning_logs/{name}/checkpoints", "save_last": True},
+                    "init_args": {"save_last": True},
                 },
                 {
                     "class_path": "lightning_rl.callbacks.EvaluationCallback",

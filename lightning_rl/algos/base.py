@@ -117,6 +117,11 @@ class RLModule(pl.LightningModule):
         self.replay_setup: ReplaySetup | None = None
         #: Off-policy algorithms: act uniformly before ``min_steps_learn`` (None: the agent decides).
         self.pretrain_uniform: bool | None = None
+        #: The model's config as plain data (``{class_path, init_args}``), set by the CLI and saved in
+        #: checkpoints, so that :meth:`load_from_checkpoint` needs nothing but the path.
+        self.run_config: dict[str, Any] | None = None
+        #: ``(return, length)`` of each episode of the last ``validate``/``test`` evaluation.
+        self.eval_episodes: list[tuple[float, float]] = []
 
     def _base_seed(self) -> int:
         if self.seed is not None:
@@ -329,12 +334,24 @@ class RLModule(pl.LightningModule):
         return itr % max(every, 1) == 0 or itr % self.iterations_per_epoch == 0 or self.budget_reached
 
     def log_step_metrics(self, metrics: dict[str, Any]) -> None:
-        """Log a sampler iteration's aggregates, with env steps (over all ranks) as the x-axis."""
+        """Log a sampler iteration's aggregates, with env steps (over all ranks) as the x-axis.
+
+        They go to the loggers directly (``logger.log_metrics(..., step=env_steps)``, DESIGN.md "One
+        x-axis") and into ``trainer.callback_metrics`` for callbacks and the progress display, without
+        Lightning's per-key ``self.log`` bookkeeping, which costs more than a small update when it runs
+        every iteration. Under DDP the values are rank 0's (each rank logs its own updates' means).
+        """
         if not self.logging_due():
             return
-        metrics = {k: float(v) for k, v in metrics.items()}
-        metrics["step"] = float(self.global_env_steps)
-        self.log_dict(metrics, on_step=True, on_epoch=False, batch_size=1)
+        values = {k: float(v) for k, v in metrics.items()}
+        if self._trainer is None:
+            return
+        trainer = self.trainer
+        trainer.callback_metrics.update({k: torch.tensor(v) for k, v in values.items()})
+        if trainer.is_global_zero:
+            step = int(self.global_env_steps)
+            for logger in trainer.loggers:
+                logger.log_metrics(values, step=step)
 
     @property
     def global_env_steps(self) -> int:
@@ -346,13 +363,9 @@ class RLModule(pl.LightningModule):
         self.check_finite_parameters()
         if self.lr_scheduler is not None:  # manual optimization: stepped here, once per iteration
             step_lr_schedulers(self.lr_schedulers())
-        if self.logging_due():
-            self.log(
-                "env_steps", float(self.global_env_steps), on_step=True, on_epoch=False, prog_bar=True, batch_size=1
-            )
-            runner = None if self.replay_setup is None else self.replay_setup.async_runner
-            if runner is not None:
-                self.log_dict(runner.metrics(self.train_state.updates), on_step=True, on_epoch=False, batch_size=1)
+        runner = None if self.replay_setup is None else self.replay_setup.async_runner
+        if runner is not None:
+            self.log_step_metrics(runner.metrics(self.train_state.updates))
         if self.budget_reached:
             self.trainer.should_stop = True
 
@@ -382,13 +395,21 @@ class RLModule(pl.LightningModule):
     ) -> Any:
         """Lightning's ``load_from_checkpoint``, reading the file as data only.
 
+        ``PPO.load_from_checkpoint(path)`` needs nothing else when the checkpoint carries its config
+        (every checkpoint of a ``lightning-rl`` run does): the agent, sampler and hyperparameters are
+        built from it, then the weights and counters are loaded. Given ``agent``/``sampler`` keyword
+        arguments (or a checkpoint without a config), Lightning's own loading runs.
+
         Raises:
-            ValueError: If ``weights_only`` is False or the file would need unpickling (nothing in
-                it runs).
+            ValueError: If ``weights_only`` is False, the file would need unpickling (nothing in it
+                runs), or the checkpoint's module is not a ``cls``.
         """
         if weights_only is False:
             raise ValueError("lightning_rl reads checkpoints as data only (weights_only=True); drop weights_only")
-        load_data(checkpoint_path)  # refuses a file that needs unpickling, naming it
+        data = load_data(checkpoint_path)  # refuses a file that needs unpickling, naming it
+        config = (data.get("lightning_rl") or {}).get("config")
+        if config and not kwargs and hparams_file is None:
+            return _module_from_config(cls, config, data, map_location)
         return super().load_from_checkpoint(
             checkpoint_path, map_location=map_location, hparams_file=hparams_file, strict=strict, weights_only=True,
             **kwargs,
@@ -402,6 +423,24 @@ class RLModule(pl.LightningModule):
         """Raise ``ValueError`` naming ``name`` unless ``value`` is positive (or zero if allowed)."""
         if value < 0 or (value == 0 and not allow_zero) or (isinstance(value, float) and math.isnan(value)):
             raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def _module_from_config(cls: type, config: dict[str, Any], checkpoint: dict[str, Any], map_location: Any) -> Any:
+    """Build the module of ``config`` (``{class_path, init_args}``) and load ``checkpoint`` into it."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(RLModule, "model")
+    module: Any = parser.instantiate_classes(parser.parse_object({"model": config})).model
+    if not isinstance(module, cls):
+        raise ValueError(f"the checkpoint holds a {type(module).__name__}, not a {cls.__name__}")
+    module = cast(Any, module)  # isinstance narrowed it to `object` (cls is a plain type)
+    module.on_load_checkpoint(checkpoint)
+    module.load_state_dict(checkpoint["state_dict"])
+    module.run_config = config
+    if map_location is not None:
+        module.to(map_location)
+    return module
 
 
 def _keep_batch(batch: Any) -> Any:

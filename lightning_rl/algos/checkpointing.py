@@ -107,6 +107,10 @@ def module_state(module: Any) -> dict[str, Any]:
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
+    if getattr(module, "run_config", None):
+        # The model's config ({class_path, init_args}, plain data): play <ckpt> and
+        # load_from_checkpoint(path) rebuild the module from it.
+        state["config"] = module.run_config
     runner = _async_runner(module)
     if runner is not None:
         # The envs live in the sampler process and start new episodes on resume (row 3): the
@@ -142,7 +146,9 @@ def save_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
         runner.pause()
     checkpoint[CHECKPOINT_KEY] = module_state(module)
     setup = module.replay_setup
-    if module.replay is not None and setup is not None and setup.checkpoint_replay:
+    # A weights-only save (best.ckpt: no optimizer state) is for playing and evaluating, not resuming.
+    resumable = "optimizer_states" in checkpoint
+    if resumable and module.replay is not None and setup is not None and setup.checkpoint_replay:
         checkpoint[REPLAY_KEY] = module.replay.state_dict()
 
 

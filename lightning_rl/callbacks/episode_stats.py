@@ -56,6 +56,21 @@ class WindowMean(Metric):
         return ((values * mask).sum() / mask.sum()).float()
 
 
+def _compute(metric: Metric, world_size: int) -> torch.Tensor:
+    """``metric.compute()``; NaN (0 for a sum) without a call while a single process has no value yet.
+
+    Under DDP every rank computes (a collective), also a rank that finished no episode yet, whose
+    torchmetrics "compute before update" warning says nothing wrong: it is silenced there only.
+    """
+    if metric.update_count == 0:
+        if world_size == 1:
+            return torch.tensor(0.0 if isinstance(metric, SumMetric) else float("nan"))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*was called before the ``update`` method.*")
+            return metric.compute()
+    return metric.compute()
+
+
 class EpisodeStatsCallback(pl.Callback):
     """Logs ``train/return_mean`` (over the last ``window`` episodes), min/max/length per epoch.
 
@@ -112,30 +127,32 @@ class EpisodeStatsCallback(pl.Callback):
         # rank's episodes (ranks finish their first episodes at different iterations), only on
         # the iteration count, which all ranks share.
         if pl_module.logging_due():
-            metrics = {"train/return_mean": self.return_mean.compute(), "train/length_mean": self.length_mean.compute()}
+            world = trainer.world_size
+            metrics = {"train/return_mean": _compute(self.return_mean, world),
+                       "train/length_mean": _compute(self.length_mean, world)}
             if self._game_scores_possible(trainer):
-                metrics["train/game_score_mean"] = self.game_score_mean.compute()
+                metrics["train/game_score_mean"] = _compute(self.game_score_mean, world)
             metrics = {k: v for k, v in metrics.items() if torch.isfinite(v)}
             if metrics:
-                pl_module.log_dict(metrics, on_step=True, on_epoch=False, prog_bar=True, batch_size=1)
+                metrics["step"] = torch.tensor(float(pl_module.global_env_steps))
+                pl_module.log_dict(metrics, on_step=True, on_epoch=False, batch_size=1)
 
     def _game_scores_possible(self, trainer: pl.Trainer) -> bool:
         # Single process: only once an episode carried a score. DDP: always (a collective).
         return self._has_game_score or trainer.world_size > 1
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        episodes = self.episodes.compute()
+        world = trainer.world_size
+        episodes = _compute(self.episodes, world)
         metrics = {"train/episodes": episodes} if episodes > 0 else {}
-        if self.epoch_episodes.compute() > 0:
-            with warnings.catch_warnings():
-                # Under DDP a rank that finished no episode this epoch still joins the gathers.
-                warnings.filterwarnings("ignore", message=".*was called before the ``update`` method.*")
-                metrics["train/epoch_return_mean"] = self.epoch_return_mean.compute()
-                metrics["train/epoch_return_max"] = self.epoch_return_max.compute()
-                metrics["train/epoch_return_min"] = self.epoch_return_min.compute()
+        if _compute(self.epoch_episodes, world) > 0:
+            metrics["train/epoch_return_mean"] = _compute(self.epoch_return_mean, world)
+            metrics["train/epoch_return_max"] = _compute(self.epoch_return_max, world)
+            metrics["train/epoch_return_min"] = _compute(self.epoch_return_min, world)
         if metrics:
             # train/return_mean was logged per step: its latest value is what EarlyStopping and
-            # ModelCheckpoint see at the epoch's end.
+            # ModelCheckpoint see at the epoch's end. Env steps are the x-axis here too.
+            metrics["step"] = torch.tensor(float(pl_module.global_env_steps))
             pl_module.log_dict(metrics, on_step=False, on_epoch=True, batch_size=1)
         for metric in (self.epoch_return_mean, self.epoch_return_max, self.epoch_return_min, self.epoch_episodes):
             metric.reset()

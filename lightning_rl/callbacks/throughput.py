@@ -36,6 +36,7 @@ class ThroughputCallback(pl.Callback):
                 "perf/updates_per_s": (state.updates - self._updates0) / elapsed,
                 "perf/sampler_fraction": sampler_time / elapsed,
                 "perf/learner_s": elapsed - sampler_time,
+                "step": float(pl_module.global_env_steps),  # env steps: the x-axis of every scalar
             },
             on_step=False,
             on_epoch=True,

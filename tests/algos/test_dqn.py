@@ -18,6 +18,7 @@ from lightning_rl.cli import main
 from lightning_rl.envs import make_env
 from lightning_rl.replays import FrameReplayStorage, SamplesFromReplay
 from lightning_rl.samplers import SerialSampler
+from lightning_rl.runs import newest_checkpoint
 from tests.algos.test_on_policy import make_trainer, params_vector
 from tests.toy_envs import make_constant_reward_env
 
@@ -360,7 +361,7 @@ def test_cli_fit_and_resume_with_the_shipped_config(tmp_path, monkeypatch):
     quiet = ["--model.init_args.log_interval_steps", "256", "--model.init_args.min_steps_learn", "256",
              "--model.init_args.replay_ratio", "1", "--trainer.enable_progress_bar", "false"]
     main(["fit", "--config", config, "--model.init_args.total_env_steps", "512", *quiet])
-    last = tmp_path / "lightning_logs" / "dqn_cartpole" / "checkpoints" / "last.ckpt"
+    last = newest_checkpoint(tmp_path / "runs" / "dqn_cartpole")
     assert last.exists() and len(list(last.parent.glob("last.ckpt.replay-*"))) == 1
     main(["fit", "--config", config, "--model.init_args.total_env_steps", "1024", *quiet, "--ckpt_path", "last"])
     state = torch.load(last, weights_only=True)

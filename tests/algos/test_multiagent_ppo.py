@@ -17,6 +17,7 @@ from lightning_rl.cli import main
 from lightning_rl.envs import COOP_GRID_ID, make_env
 from lightning_rl.explorer import Explorer
 from lightning_rl.samplers import SerialSampler
+from lightning_rl.runs import newest_checkpoint
 from tests.algos.test_on_policy import assert_same, make_trainer, params_vector
 
 CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "ppo" / "multiagent_coopgrid.yaml")
@@ -43,7 +44,7 @@ def test_config_fits_and_resumes_through_the_cli(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     quiet = ["--model.init_args.log_interval_steps", "512", "--trainer.enable_progress_bar", "false"]
     main(["fit", "--config", CONFIG, "--model.init_args.total_env_steps", "1024", *quiet])
-    last = tmp_path / "lightning_logs" / "ppo_multiagent_coopgrid" / "checkpoints" / "last.ckpt"
+    last = newest_checkpoint(tmp_path / "runs" / "ppo_multiagent_coopgrid")
     state = torch.load(last, weights_only=True)
     assert state["lightning_rl"]["train_state"]["env_steps"] == 1024
     assert len(state["optimizer_states"]) == 2  # one learner per agent

@@ -20,6 +20,7 @@ from lightning_rl.envs import CARTPOLE_NO_VELOCITY_ID, make_env
 from lightning_rl.models import RnnState
 from lightning_rl.replays import ReplayBuffer, SequenceSamplesFromReplay
 from lightning_rl.samplers import SerialSampler
+from lightning_rl.runs import newest_checkpoint
 from tests.algos.test_on_policy import assert_same, make_trainer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -355,7 +356,7 @@ def test_cartpole_pomdp_config_runs(in_tmp):
     main(["fit", "--config", config, "--model.init_args.total_env_steps", "1600",
           "--model.init_args.min_steps_learn", "800", "--model.init_args.log_interval_steps", "800",
           "--trainer.enable_progress_bar", "false"])
-    state = torch.load(in_tmp / "lightning_logs" / "r2d1_cartpole_pomdp" / "checkpoints" / "last.ckpt",
+    state = torch.load(newest_checkpoint(in_tmp / "runs" / "r2d1_cartpole_pomdp"),
                        weights_only=True)
     assert state["lightning_rl"]["train_state"]["env_steps"] == 1600
     assert state["lightning_rl"]["train_state"]["updates"] > 0
@@ -372,7 +373,7 @@ def test_pong_config_runs(in_tmp):
           "--model.init_args.min_steps_learn", "64", "--model.init_args.replay_size", "512",
           "--model.init_args.replay_ratio", "4", "--model.init_args.total_env_steps", "96",
           "--model.init_args.log_interval_steps", "96"])
-    state = torch.load(in_tmp / "lightning_logs" / "r2d1_pong" / "checkpoints" / "last.ckpt", weights_only=True)
+    state = torch.load(newest_checkpoint(in_tmp / "runs" / "r2d1_pong"), weights_only=True)
     assert state["lightning_rl"]["train_state"]["env_steps"] == 96
     assert state["lightning_rl"]["train_state"]["updates"] > 0
 

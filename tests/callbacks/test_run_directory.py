@@ -149,7 +149,7 @@ def test_sigusr1_during_cli_fit_leaves_a_resumable_checkpoint(tmp_path, monkeypa
     try:
         # run_info.yaml is written right after the signal handlers are installed.
         deadline = time.monotonic() + 120
-        while not list(tmp_path.glob("lightning_logs/version_*/run_info.yaml")):
+        while not list(tmp_path.glob("runs/ppo_cartpole/*/run_info.yaml")):
             assert proc.poll() is None, proc.stdout.read()[-3000:]
             assert time.monotonic() < deadline, "training did not start within 120 s"
             time.sleep(0.1)
@@ -162,10 +162,10 @@ def test_sigusr1_during_cli_fit_leaves_a_resumable_checkpoint(tmp_path, monkeypa
             proc.wait()
     assert proc.returncode == 0, output[-3000:]
     assert "Received SIGUSR1: saving" in output
-    run_dir = next(tmp_path.glob("lightning_logs/version_*"))
+    run_dir = next(tmp_path.glob("runs/ppo_cartpole/*"))
     saved_config = yaml.safe_load((run_dir / "config.yaml").read_text())  # LightningCLI's resolved config
     assert saved_config["model"]["init_args"]["total_env_steps"] == 100000000
-    last = tmp_path / "lightning_logs" / "ppo_cartpole" / "checkpoints" / "last.ckpt"
+    last = run_dir / "checkpoints" / "last.ckpt"
     steps = torch.load(last, weights_only=True)["lightning_rl"]["train_state"]["env_steps"]
     assert 0 < steps < 100000000
 

@@ -16,6 +16,7 @@ from lightning_rl.algos import A2C, PPO
 from lightning_rl.algos.checkpointing import check_resume
 from lightning_rl.cli import main
 from lightning_rl.samplers import SerialSampler
+from lightning_rl.runs import newest_checkpoint
 from tests.algos.test_on_policy import make_trainer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +80,7 @@ def test_cli_exits_2_naming_the_field_before_workers_start(tmp_path, monkeypatch
     quiet = ["--trainer.enable_progress_bar", "false", "--model.init_args.total_env_steps", "512",
              "--model.init_args.log_interval_steps", "256"]
     main(["fit", "--config", CARTPOLE, *quiet])
-    ckpt = tmp_path / "lightning_logs" / "ppo_cartpole" / "checkpoints" / "last.ckpt"
+    ckpt = newest_checkpoint(tmp_path / "runs" / "ppo_cartpole")
     assert torch.load(ckpt, weights_only=True)["lightning_rl"]["run"]["batch_B"] == 8
     # A parallel sampler would start its workers in setup: the refusal comes before it.
     started = []

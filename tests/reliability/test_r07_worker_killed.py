@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from lightning_rl.samplers import AlternatingSampler, CpuSampler, GpuSampler, SamplerWorkerDied
+from lightning_rl.runs import newest_checkpoint
 from tests.samplers.helpers import ObsAgent, alive, make_hanging_env, parallel_ppo_fit_command, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,12 +79,15 @@ def test_sigkill_of_a_worker_mid_batch_raises_sampler_worker_died(sampler_cls, t
 def test_sigkill_of_a_worker_during_fit_exits_non_zero_and_keeps_the_last_checkpoint(tmp_path):
     cmd = parallel_ppo_fit_command(ROOT)
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    last = tmp_path / "lightning_logs" / "ppo_cartpole" / "checkpoints" / "last.ckpt"
+    def last_checkpoint():  # in the run directory, once written
+        return newest_checkpoint(tmp_path / "runs" / "ppo_cartpole")
+
     try:
         deadline = time.monotonic() + 120
-        while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
+        while last_checkpoint() is None and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert last.exists(), "no checkpoint was written before the kill"
+        last = last_checkpoint()
+        assert last is not None, "no checkpoint was written before the kill"
         workers = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
         assert len(workers) == 2
         killed_at = time.monotonic()

@@ -39,7 +39,11 @@ RUNS = {
     "sigint_lightning": (signal.SIGINT, NO_CLI_HANDLER),
     "sigterm": (signal.SIGTERM, []),
 }
-CHECKPOINTS = Path("lightning_logs") / "ppo_cartpole" / "checkpoints"
+
+
+def last_checkpoint(cwd: Path) -> Path | None:
+    """The run's ``last.ckpt`` (in its run directory ``runs/ppo_cartpole/<date-time>/``), None before it exists."""
+    return next(cwd.glob("runs/ppo_cartpole/*/checkpoints/last.ckpt"), None)
 
 
 def shm_entries() -> set[str]:
@@ -65,7 +69,7 @@ def runs(tmp_path_factory) -> dict[str, dict[str, Any]]:
                 run = started[name]
                 if run["proc"].poll() is not None:
                     waiting.discard(name)  # ended early: the tests below say how
-                elif (run["cwd"] / CHECKPOINTS / "last.ckpt").exists():
+                elif last_checkpoint(run["cwd"]) is not None:
                     run["workers"] = [p.pid for p in psutil.Process(run["proc"].pid).children(recursive=True)]
                     run["signalled_at"] = time.monotonic()
                     run["proc"].send_signal(RUNS[name][0])
@@ -108,7 +112,7 @@ def test_first_sigint_saves_last_checkpoint_and_exits_1(runs):
     run = runs["sigint"]
     assert run["returncode"] == 1, run["stderr"][-3000:]
     assert "Received SIGINT: saving" in run["stderr"]
-    checkpoint = torch.load(run["cwd"] / CHECKPOINTS / "last.ckpt", weights_only=True, map_location="cpu")
+    checkpoint = torch.load(last_checkpoint(run["cwd"]), weights_only=True, map_location="cpu")
     assert checkpoint["global_step"] > 0
 
 

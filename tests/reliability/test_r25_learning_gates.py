@@ -74,7 +74,7 @@ def smoke(config: str, overrides: list[str], tmp_path: Path, monkeypatch: pytest
           f"{prefix}total_env_steps", str(SMOKE_STEPS), f"{prefix}log_interval_steps", "1024",
           "--trainer.enable_progress_bar", "false",
           "--trainer.callbacks+=tests.test_shipped_configs.RecordLosses", *overrides])
-    ckpt = next(tmp_path.glob("lightning_logs/*/checkpoints/last.ckpt"))
+    ckpt = next(tmp_path.glob("runs/*/*/checkpoints/last.ckpt"))
     return torch.load(ckpt, weights_only=True)
 
 

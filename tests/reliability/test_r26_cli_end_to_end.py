@@ -32,7 +32,12 @@ QUIET = ["--model.init_args.log_interval_steps", "256", "--model.init_args.epoch
          "--trainer.enable_progress_bar", "false"]
 EVAL = ["--model.init_args.sampler.init_args.eval_n_envs", "2",
         "--model.init_args.sampler.init_args.eval_max_trajectories", "2"]
-LAST = Path("lightning_logs", "ppo_cartpole", "checkpoints", "last.ckpt")
+
+
+def last_of(cwd: Path) -> Path:
+    """The ``last.ckpt`` of the only run directory under ``cwd``."""
+    (last,) = cwd.glob("runs/ppo_cartpole/*/checkpoints/last.ckpt")
+    return last
 
 
 class RecordStart(pl.Callback):
@@ -73,24 +78,24 @@ def counters(ckpt: Path) -> dict[str, Any]:
 
 
 def test_fit_saves_the_resolved_config_and_a_checkpoint(run_dir):
-    configs = list(run_dir.glob("lightning_logs/version_*/config.yaml"))
+    configs = list(run_dir.glob("runs/ppo_cartpole/*/config.yaml"))
     assert len(configs) == 1
     config = yaml.safe_load(configs[0].read_text())
     assert config["model"]["class_path"] == "lightning_rl.algos.PPO"
     assert config["model"]["init_args"]["total_env_steps"] == 512  # the command line's value
-    assert counters(run_dir / LAST)["env_steps"] == 512
+    assert counters(last_of(run_dir))["env_steps"] == 512
 
 
 @pytest.mark.parametrize("subcommand", ["validate", "test"])
 def test_validate_and_test_evaluate_the_runs_checkpoint(run_dir, subcommand):
-    proc = cli([subcommand, "-c", CARTPOLE, "--ckpt_path", str(run_dir / LAST), *EVAL,
+    proc = cli([subcommand, "-c", CARTPOLE, "--ckpt_path", str(last_of(run_dir)), *EVAL,
                 "--trainer.enable_progress_bar", "false"], run_dir)
     assert "return_mean" in proc.stdout, proc.stdout[-2000:]
 
 
 def test_play_records_a_non_empty_video(run_dir):
     videos = run_dir / "videos"
-    proc = cli(["play", "-c", CARTPOLE, "--ckpt_path", str(run_dir / LAST), "--episodes", "1",
+    proc = cli(["play", "-c", CARTPOLE, "--ckpt_path", str(last_of(run_dir)), "--episodes", "1",
                 "--video_folder", str(videos)], run_dir)
     length = int(re.search(r"episode 0: return [-\d.]+ length (\d+)", proc.stdout).group(1))
     (video,) = videos.glob("*.mp4")
@@ -106,12 +111,12 @@ def test_play_records_a_non_empty_video(run_dir):
 
 def test_resume_continues_the_step_count(run_dir, tmp_path):
     # Another cwd, so the resumed run writes its own checkpoints and leaves run_dir's as they are.
-    first = counters(run_dir / LAST)
+    first = counters(last_of(run_dir))
     cli(["fit", "-c", CARTPOLE, "--model.init_args.total_env_steps", "1024", *QUIET, "--ckpt_path",
-         str(run_dir / LAST), "--trainer.callbacks+=tests.reliability.test_r26_cli_end_to_end.RecordStart"], tmp_path)
+         str(last_of(run_dir)), "--trainer.callbacks+=tests.reliability.test_r26_cli_end_to_end.RecordStart"], tmp_path)
     start = json.loads((tmp_path / "start_counters.json").read_text())
     assert (start["global_step"], start["env_steps"], start["itr"]) == (first["global_step"], 512, 2)
-    final = counters(tmp_path / LAST)
+    final = counters(last_of(tmp_path))
     # The same schedule again: twice the env steps, iterations and optimizer steps.
     assert (final["env_steps"], final["itr"]) == (1024, 4)
     assert final["global_step"] == 2 * first["global_step"] > 0

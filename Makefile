@@ -1,0 +1,34 @@
+# Two commands from a fresh clone: `make run` trains the main job, `make test` runs the tests.
+#
+# Both first set up .venv, a virtualenv made with --system-site-packages: packages the interpreter
+# already has are used as they are and only what is missing is installed into .venv (the CPU torch
+# pin first, then this checkout, editable, with its dev tools), so `lightning-rl` and `python -m
+# lightning_rl` in .venv always run this checkout. The setup runs again only when pyproject.toml
+# changes (the .venv/.installed stamp); otherwise both commands start at once.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Extra pytest arguments, e.g. make test PYTEST_ARGS="tests/test_cli.py -x"
+PYTEST_ARGS ?=
+
+.PHONY: setup run test check
+
+setup: $(STAMP)
+
+# torch: the CPU build where the machine's index offers it; pyproject's range installs a build otherwise.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(BIN)/python -m pip install -q torch==2.13.0 || true
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/lightning-rl fit --config configs/ppo/cartpole.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+check: $(STAMP)
+	$(BIN)/python -m ruff check lightning_rl
+	$(BIN)/python -m mypy

@@ -1,0 +1,140 @@
+"""The env-step progress display as a person sees it: under a pseudo-terminal (Rich) and with stdout
+redirected (plain lines every N seconds), and the end summary."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+
+from lightning_rl.callbacks.progress import RLProgressBar, format_duration
+from lightning_rl.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CARTPOLE = str(ROOT / "configs" / "ppo" / "cartpole.yaml")
+RUN = ["fit", "--config", CARTPOLE, "--model.init_args.total_env_steps", "4096",
+       "--model.init_args.log_interval_steps", "512", "--model.init_args.epochs", "2"]
+LINE = re.compile(r"([\d,]+)/4,096 env steps \(\d+%\) \| [\d,]+ steps/s \| ETA \d+:\d\d \| return [-\d.]+ \| eval - \|")
+
+
+def env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", TERM="xterm-256color", COLUMNS="160")
+
+
+def test_rich_display_under_a_pseudo_terminal_shows_env_steps_eta_and_return(tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(sys.executable, ["-m", "lightning_rl.cli", *RUN], cwd=str(tmp_path), env=env(),
+                          encoding="utf-8", timeout=240, dimensions=(40, 160))
+    child.expect(pexpect.EOF)
+    child.close()
+    out = child.before
+    assert child.exitstatus == 0, out[-3000:]
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)  # Rich's cursor and colour codes
+    assert "\x1b[" in out  # drawn as a live display, not printed line by line
+    assert "env steps" in plain and "steps/s" in plain and "ETA " in plain and "return " in plain
+    assert "4,096/4,096 env steps (100%)" in plain
+    assert "stopped: budget: total_env_steps=4,096 reached" in plain
+
+
+def test_redirected_stdout_gets_plain_lines_and_the_end_summary(tmp_path):
+    out_file = tmp_path / "out.txt"
+    with open(out_file, "w") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lightning_rl.cli", *RUN, "--trainer.callbacks+=lightning_rl.callbacks.RLProgressBar",
+             "--trainer.callbacks.print_interval_s=0"],
+            cwd=tmp_path, env=env(), stdout=out, stderr=subprocess.PIPE, text=True, timeout=240,
+        )
+    text = out_file.read_text()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "\x1b[" not in text  # no terminal codes in a log file
+    steps = [int(m.group(1).replace(",", "")) for m in LINE.finditer(text)]
+    # One line per sampler iteration (interval 0): 256, 512, ... env steps, in order.
+    assert steps == list(range(256, 4097, 256)), text[-3000:]
+    (run_dir,) = (tmp_path / "runs" / "ppo_cartpole").iterdir()
+    summary = text[text.index("stopped:"):].splitlines()
+    assert summary[0] == "stopped: budget: total_env_steps=4,096 reached"
+    assert summary[1] == "env steps: 4,096 of 4,096"
+    assert re.fullmatch(r"wall time: \d+:\d\d \([\d,]+ env steps/s\)", summary[2])
+    assert summary[4] == "best eval return: -"  # the config has no evaluation
+    assert summary[5] == f"checkpoint: {run_dir.relative_to(tmp_path)}/checkpoints/last.ckpt"
+    assert summary[6] == f"play it: lightning-rl play {run_dir.relative_to(tmp_path)}"
+
+
+def test_default_interval_prints_no_periodic_line_in_a_short_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    main(RUN)
+    out = capsys.readouterr().out
+    assert not LINE.search(out)  # 30 s between lines: none in a run of a few seconds
+    assert "stopped: budget" in out
+
+
+def test_summary_names_the_return_threshold(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "cartpole.yaml"
+    config.write_text(Path(CARTPOLE).read_text().replace("stopping_threshold: 475.0", "stopping_threshold: 5.0"))
+    main(["fit", "--config", str(config), *RUN[3:]])
+    out = capsys.readouterr().out
+    stopped = next(line for line in out.splitlines() if line.startswith("stopped:"))
+    assert stopped.startswith("stopped: return threshold: ") and "train/return_mean" in stopped
+    steps = int(re.search(r"env steps: ([\d,]+) of", out).group(1).replace(",", ""))
+    assert steps < 4096
+
+
+def test_format_duration_and_bad_intervals():
+    assert format_duration(59.4) == "0:59"
+    assert format_duration(3 * 3600 + 62) == "3:01:02"
+    assert format_duration(float("inf")) == "?"
+    with pytest.raises(ValueError, match="print_interval_s"):
+        RLProgressBar(print_interval_s=-1)
+    with pytest.raises(ValueError, match="refresh_interval_s"):
+        RLProgressBar(refresh_interval_s=-1)
+
+
+class RaiseAt(pl.Callback):
+    """Raises ``RuntimeError("boom")`` at the end of training batch ``batch``."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if batch_idx + 1 == self.batch:
+            raise RuntimeError("boom")
+
+
+def tiny_fit(callbacks: list, tmp_path: Path) -> RLProgressBar:
+    from lightning_rl.agents import CategoricalPgAgent
+    from lightning_rl.algos import PPO
+    from lightning_rl.samplers import SerialSampler
+
+    pl.seed_everything(0)
+    module = PPO(CategoricalPgAgent(hidden_sizes=[16]), SerialSampler(env_id="CartPole-v1", batch_T=16, batch_B=2),
+                 epochs=1, minibatches=1, total_env_steps=32 * 20, log_interval_steps=64)
+    bar = RLProgressBar(rich=False)
+    trainer = pl.Trainer(max_epochs=-1, accelerator="cpu", logger=False, default_root_dir=tmp_path,
+                         callbacks=[*callbacks, bar], enable_model_summary=False)
+    trainer.fit(module)
+    return bar
+
+
+def test_summary_names_an_interrupt(tmp_path):
+    from lightning_rl.callbacks import RunDirectoryCallback
+    from tests.callbacks.test_run_directory import SignalAt
+
+    bar = tiny_fit([SignalAt(signal.SIGINT, batch=3), RunDirectoryCallback()], tmp_path)
+    assert bar.summary[0] == "stopped: interrupted (SIGINT)"
+    assert bar.summary[1] == "env steps: 96 of 640"
+    assert bar.summary[5].endswith("checkpoints/last.ckpt")  # saved on the signal
+
+
+def test_summary_names_an_error(tmp_path, capsys):
+    with pytest.raises(RuntimeError, match="boom"):
+        tiny_fit([RaiseAt(batch=2)], tmp_path)
+    out = capsys.readouterr().out
+    assert "stopped: error: RuntimeError: boom" in out
+    assert "env steps: 64 of 640" in out
