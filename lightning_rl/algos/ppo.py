@@ -174,12 +174,14 @@ class PPO(OnPolicyAlgorithm):
         self.start_of_rollout()
         optimizer = self.optimizers()
         ratio_clip = self.current_ratio_clip()
-        # Diagnostics (entropy when it is not in the loss, KL) only for rollouts whose metrics
-        # are logged: on a small MLP they cost a sixth of an update.
-        diagnostics = self.logging_due()
+        # Diagnostics (entropy when it is not in the loss, KL, clip fraction) only for rollouts
+        # whose metrics are logged, and there only in the last epoch: on a small MLP they cost a
+        # sixth of an update. The logged terms are the last epoch's means.
+        logged = self.logging_due()
         rows: list[Tensor] = []
         names: list[str] = []
-        for _ in range(self.epochs):
+        for epoch in range(self.epochs):
+            diagnostics = logged and epoch == self.epochs - 1
             for minibatch in iterate_minibatches(batch, self.minibatches, self.recurrent, self.minibatch_generator):
                 terms = self.loss(minibatch, ratio_clip, diagnostics)
                 self.optimize(optimizer, terms["loss"], self.clip_grad_norm)

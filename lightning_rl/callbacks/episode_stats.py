@@ -134,8 +134,10 @@ class EpisodeStatsCallback(pl.Callback):
                 metrics["train/game_score_mean"] = _compute(self.game_score_mean, world)
             metrics = {k: v for k, v in metrics.items() if torch.isfinite(v)}
             if metrics:
-                metrics["step"] = torch.tensor(float(pl_module.global_env_steps))
-                pl_module.log_dict(metrics, on_step=True, on_epoch=False, batch_size=1)
+                # The module's per-iteration path: straight to the loggers at env steps and into
+                # callback_metrics (EarlyStopping, ModelCheckpoint, the progress display), without
+                # self.log's per-key bookkeeping, which costs more than a small update.
+                pl_module.log_step_metrics(metrics)
 
     def _game_scores_possible(self, trainer: pl.Trainer) -> bool:
         # Single process: only once an episode carried a score. DDP: always (a collective).
