@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.algos.checkpointing import RLCheckpointIO, load_data, load_module_state, save_module_state
+from lightning_rl.algos.loading import module_from_config
 from lightning_rl.algos.off_policy import (
     AsyncShutdownCallback,
     ReplaySetup,
@@ -38,10 +39,10 @@ from lightning_rl.algos.optim import (
     OptimizerCallable,
     build_optimizer,
     clip_grad_norm_,
-    direct_update,
     direct_updates_safe,
     mean_metrics,
     step_lr_schedulers,
+    update_step,
 )
 from lightning_rl.data.arrays import non_finite_keys
 from lightning_rl.data.buffers import buffer_to
@@ -255,42 +256,9 @@ class RLModule(pl.LightningModule):
         loss: torch.Tensor,
         clip_grad_norm: float | None | Sequence[float | None] = None,
     ) -> None:
-        """Zero the grads of ``optimizers``, backpropagate ``loss`` once, clip, step each optimizer.
-
-        Args:
-            optimizers: The ``LightningOptimizer``s of ``self.optimizers()`` that ``loss`` trains
-                (disjoint parameter sets).
-            loss: The scalar to minimize.
-            clip_grad_norm: Max gradient norm, applied to each optimizer's parameters separately;
-                one value for all, a value per optimizer, or None for no clipping.
-
-        Does not count updates (algorithms count one per batch, however many optimizers step).
-        Direct or through Lightning, see the module docstring.
-
-        Raises:
-            FloatingPointError: If ``loss`` is NaN or infinite (nothing is stepped).
-        """
-        if not bool(torch.isfinite(loss)):
-            # Before backward and step: the weights stay those of the last finite update.
-            raise FloatingPointError(
-                f"{type(self).__name__}: non-finite loss {float(loss)} at update {self.train_state.updates + 1} "
-                f"({self.global_env_steps} env steps); nothing was updated. Lower the learning rate, clip "
-                "gradients (clip_grad_norm) or check the rewards' scale")
-        if clip_grad_norm is None or isinstance(clip_grad_norm, (int, float)):
-            clips: Sequence[float | None] = [clip_grad_norm] * len(optimizers)
-        else:
-            clips = clip_grad_norm
-        if not self._direct:
-            for optimizer in optimizers:
-                optimizer.zero_grad(set_to_none=True)
-            self.manual_backward(loss)
-            for optimizer, clip in zip(optimizers, clips, strict=True):
-                if clip is not None:
-                    self.clip_gradients(optimizer, gradient_clip_val=clip, gradient_clip_algorithm="norm")
-            for optimizer in optimizers:
-                optimizer.step()
-            return
-        direct_update(optimizers, loss, clips)
+        """One update of ``optimizers`` on ``loss`` (not counted): :func:`~lightning_rl.algos.optim.update_step`,
+        direct or through Lightning (see the module docstring); ``FloatingPointError`` on a non-finite loss."""
+        update_step(self, optimizers, loss, clip_grad_norm, direct=self._direct)
 
     def optimize(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
         """One counted update of one optimizer (:meth:`update_step`), timed as ``learner/update``."""
@@ -409,7 +377,7 @@ class RLModule(pl.LightningModule):
         data = load_data(checkpoint_path)  # refuses a file that needs unpickling, naming it
         config = (data.get("lightning_rl") or {}).get("config")
         if config and not kwargs and hparams_file is None:
-            return _module_from_config(cls, config, data, map_location)
+            return module_from_config(cls, config, data, map_location)
         return super().load_from_checkpoint(
             checkpoint_path, map_location=map_location, hparams_file=hparams_file, strict=strict, weights_only=True,
             **kwargs,
@@ -423,24 +391,6 @@ class RLModule(pl.LightningModule):
         """Raise ``ValueError`` naming ``name`` unless ``value`` is positive (or zero if allowed)."""
         if value < 0 or (value == 0 and not allow_zero) or (isinstance(value, float) and math.isnan(value)):
             raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
-
-
-def _module_from_config(cls: type, config: dict[str, Any], checkpoint: dict[str, Any], map_location: Any) -> Any:
-    """Build the module of ``config`` (``{class_path, init_args}``) and load ``checkpoint`` into it."""
-    from jsonargparse import ArgumentParser
-
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(RLModule, "model")
-    module: Any = parser.instantiate_classes(parser.parse_object({"model": config})).model
-    if not isinstance(module, cls):
-        raise ValueError(f"the checkpoint holds a {type(module).__name__}, not a {cls.__name__}")
-    module = cast(Any, module)  # isinstance narrowed it to `object` (cls is a plain type)
-    module.on_load_checkpoint(checkpoint)
-    module.load_state_dict(checkpoint["state_dict"])
-    module.run_config = config
-    if map_location is not None:
-        module.to(map_location)
-    return module
 
 
 def _keep_batch(batch: Any) -> Any:

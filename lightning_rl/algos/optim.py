@@ -21,6 +21,7 @@ __all__ = [
     "direct_updates_safe",
     "mean_metrics",
     "step_lr_schedulers",
+    "update_step",
     "with_lr_schedulers",
 ]
 
@@ -124,6 +125,51 @@ def direct_update(optimizers: Sequence[Any], loss: torch.Tensor, clips: Sequence
         optimizer._on_before_step()
         inner.step()
         optimizer._on_after_step()
+
+
+def update_step(
+    module: Any,
+    optimizers: Sequence[Any],
+    loss: torch.Tensor,
+    clip_grad_norm: float | None | Sequence[float | None],
+    direct: bool,
+) -> None:
+    """Zero the grads of ``optimizers``, backpropagate ``loss`` once, clip, step each optimizer.
+
+    Args:
+        module: The LightningModule (its ``manual_backward``/``clip_gradients`` when not direct).
+        optimizers: The ``LightningOptimizer``s of ``module.optimizers()`` that ``loss`` trains
+            (disjoint parameter sets).
+        loss: The scalar to minimize.
+        clip_grad_norm: Max gradient norm, applied to each optimizer's parameters separately;
+            one value for all, a value per optimizer, or None for no clipping.
+        direct: Bypass Lightning's per-update hook dispatch (:func:`direct_update`); only where
+            :func:`direct_updates_safe` said so.
+
+    Raises:
+        FloatingPointError: If ``loss`` is NaN or infinite (nothing is stepped).
+    """
+    if not bool(torch.isfinite(loss)):
+        # Before backward and step: the weights stay those of the last finite update.
+        raise FloatingPointError(
+            f"{type(module).__name__}: non-finite loss {float(loss)} at update {module.train_state.updates + 1} "
+            f"({module.global_env_steps} env steps); nothing was updated. Lower the learning rate, clip "
+            "gradients (clip_grad_norm) or check the rewards' scale")
+    if clip_grad_norm is None or isinstance(clip_grad_norm, (int, float)):
+        clips: Sequence[float | None] = [clip_grad_norm] * len(optimizers)
+    else:
+        clips = clip_grad_norm
+    if direct:
+        direct_update(optimizers, loss, clips)
+        return
+    for optimizer in optimizers:
+        optimizer.zero_grad(set_to_none=True)
+    module.manual_backward(loss)
+    for optimizer, clip in zip(optimizers, clips, strict=True):
+        if clip is not None:
+            module.clip_gradients(optimizer, gradient_clip_val=clip, gradient_clip_algorithm="norm")
+    for optimizer in optimizers:
+        optimizer.step()
 
 
 def with_lr_schedulers(optimizers: Any, lr_scheduler: LRSchedulerCallable | None) -> Any:
