@@ -56,6 +56,9 @@ CELLS = {
     # The memory comparison (lightning_rl only: SB3 has no R2D1).
     "r2d1-cartpole_pomdp": "configs/r2d1/cartpole_pomdp.yaml",
     "dqn-cartpole_pomdp": "configs/dqn/cartpole_pomdp.yaml",
+    # Atari on CPU: the first steps of the shipped 10M-step schedule (--schedule_budget 10000000).
+    "ppo-pong": "configs/ppo/pong.yaml",
+    "dqn-pong": "configs/dqn/pong.yaml",
 }
 
 
@@ -89,7 +92,9 @@ def load_cell(cell: str) -> tuple[dict[str, Any], str]:
 # ----- lightning_rl -----
 
 
-def run_lightning_rl(cell: str, seed: int, budget: int, overrides: list[str]) -> Curve:
+def run_lightning_rl(
+    cell: str, seed: int, budget: int, overrides: list[str], schedule_budget: int | None = None
+) -> Curve:
     import tempfile
 
     import pytorch_lightning as pl
@@ -111,7 +116,7 @@ def run_lightning_rl(cell: str, seed: int, budget: int, overrides: list[str]) ->
     args = [
         "--config", config_file.name,
         "--seed_everything", str(seed),
-        "--model.init_args.total_env_steps", str(budget),
+        "--model.init_args.total_env_steps", str(schedule_budget or budget),
         "--trainer.logger", "false",
         "--trainer.enable_progress_bar", "false",
         "--trainer.enable_checkpointing", "false",
@@ -129,6 +134,8 @@ def run_lightning_rl(cell: str, seed: int, budget: int, overrides: list[str]) ->
                 curve.steps.append(pl_module.train_state.env_steps)
                 curve.returns.append(float(info.Return))
                 curve.wall.append(now)
+            if pl_module.train_state.env_steps >= budget:  # before a longer schedule's end
+                trainer.should_stop = True
 
     trainer = pl.Trainer(max_epochs=-1, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, callbacks=[Record()])
@@ -272,6 +279,9 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", choices=["lightning_rl", "sb3"], default=["lightning_rl", "sb3"])
     parser.add_argument("--points", type=int, default=10, help="report points, evenly spaced over the budget")
     parser.add_argument("--override", action="append", default=[], help="key=value for our side only")
+    parser.add_argument("--schedule_budget", type=int, default=None,
+                        help="our side: total_env_steps of the schedules (LR decay) when the run stops at --budget "
+                             "earlier, e.g. the first 200k steps of a 10M-step Atari config")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -281,7 +291,8 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         for system in args.systems:
-            curve = (run_lightning_rl(args.cell, seed, args.budget, args.override) if system == "lightning_rl"
+            curve = (run_lightning_rl(args.cell, seed, args.budget, args.override, args.schedule_budget)
+                     if system == "lightning_rl"
                      else run_sb3(args.cell, seed, args.budget))
             for p in points:
                 ret, wall = curve.at(p)
