@@ -3,6 +3,7 @@ with the env-dependent leading arguments, and checked against the agent's recurr
 
 from __future__ import annotations
 
+import functools
 import json
 from functools import partial
 from pathlib import Path
@@ -108,7 +109,7 @@ def test_sac_config_builds_the_configured_policy_and_critics(monkeypatch, tmp_pa
     assert not torch.equal(agent.q1_model.mlp.model[0].weight, agent.q2_model.mlp.model[0].weight)
 
 
-def test_shipped_halfcheetah_config_names_the_network_of_the_automatic_choice(monkeypatch, tmp_path):
+def test_shipped_halfcheetah_config_names_its_network(monkeypatch, tmp_path):
     # HalfCheetah-v5: 17 observations, 6 actions (spaces written out, no MuJoCo needed).
     spaces = EnvSpaces(FloatBox(-np.inf, np.inf, shape=(17,)), FloatBox(-1.0, 1.0, shape=(6,)))
     agent = build_agent("ppo/halfcheetah.yaml", monkeypatch, tmp_path)
@@ -121,8 +122,13 @@ def test_shipped_halfcheetah_config_names_the_network_of_the_automatic_choice(mo
     assert shapes(agent.model) == [
         (6,), (64, 17), (64,), (64, 64), (64,), (6, 64), (6,), (64, 17), (64,), (64, 64), (64,), (1, 64), (1,)
     ]
-    # The config before it named the network: the same network, initialized the same way.
-    implicit = GaussianPgAgent(hidden_sizes=(64, 64), normalize_observation=True)
+    # The automatic choice's network but for the tanh on the mean (mu_nonlinearity: null in the
+    # config), initialized the same way.
+    assert isinstance(list(agent.model.head.mu.modules())[-1], nn.Linear)  # the mean ends in a Linear
+    implicit = GaussianPgAgent(
+        model=functools.partial(GaussianPgMlpModel, hidden_sizes=(64, 64), normalize_observation=True,
+                                mu_nonlinearity=None)
+    )
     torch.manual_seed(0)
     implicit.initialize(spaces)
     for (name, value), (implicit_name, implicit_value) in zip(
