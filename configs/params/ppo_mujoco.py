@@ -62,14 +62,15 @@ def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
                 "agent": {
                     "class_path": "lightning_rl.agents.GaussianPgAgent",
                     # The network named explicitly: the agent supplies (observation shape, action
-                    # size); these are the values GaussianPgAgent would choose by itself.
+                    # size). No tanh on the Gaussian mean (SB3's and CleanRL's choice; see the
+                    # YAML file's comment for the measured difference).
                     "init_args": {
                         "model": {
                             "class_path": "lightning_rl.models.GaussianPgMlpModel",
                             "init_args": {
                                 "hidden_sizes": list(cpanel["hidden_sizes"]),
                                 "hidden_nonlinearity": "torch.nn.Tanh",
-                                "mu_nonlinearity": "torch.nn.Tanh",
+                                "mu_nonlinearity": None,
                                 "init_log_std": 0.0,
                                 "normalize_observation": True,
                                 "orthogonal_init": True,
@@ -96,6 +97,7 @@ def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
                 "value_loss_coeff": 0.5,
                 "entropy_loss_coeff": 0.0,
                 "learning_rate": cpanel["lr"],
+                "optimizer": {"class_path": "torch.optim.Adam", "init_args": {"eps": 1e-5}},
                 "clip_grad_norm": 0.5,
                 "normalize_advantage": True,
                 # The learning rate (and PPO's clip range) decay to zero over the whole budget.
