@@ -30,5 +30,5 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 check: $(STAMP)
-	$(BIN)/python -m ruff check lightning_rl
+	$(BIN)/python -m ruff check lightning_rl tests
 	$(BIN)/python -m mypy

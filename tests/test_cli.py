@@ -136,9 +136,8 @@ def test_load_from_checkpoint_needs_only_the_path(fresh_run):
 
 
 def test_optimizer_and_lr_scheduler_flags_reach_the_module(in_tmp):
-    from lightning_rl.cli import RLCLI, RLTrainer
-
     from lightning_rl.algos.base import RLModule
+    from lightning_rl.cli import RLCLI, RLTrainer
 
     args = ["--config", CARTPOLE, *SMALL, "--model.init_args.linear_lr_schedule", "false",
             "--optimizer", "RMSprop", "--optimizer.alpha", "0.9",

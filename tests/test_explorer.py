@@ -239,7 +239,7 @@ def test_parallel_samplers_give_the_serial_trajectory_in_eval_mode_and_reset(sam
         finally:
             explorer.close()
 
-    for parallel, serial in zip(run(sampler_cls), run(SerialSampler)):
+    for parallel, serial in zip(run(sampler_cls), run(SerialSampler), strict=False):
         assert parallel.keys() == serial.keys()
         for key in serial:
             np.testing.assert_allclose(parallel[key], serial[key], rtol=1e-6, err_msg=key)
@@ -276,15 +276,15 @@ def test_flat_dict_and_sample_tree_round_trip_without_copies(share):
     sampler.initialize(agent, bootstrap_value=True)
     samples, _ = sampler.obtain_samples(0)
     flat = samples_to_flat_dict(samples, agent.agent_names)
-    assert {"/observations/agent_0", "/rewards", "/prev_rewards", "/dones", "/truncations", "/infos/agent_rewards/agent_1",
-            "/agents/agent_0/actions", "/agents/agent_0/prev_actions", "/agents/agent_1/hidden_state/h",
-            "/agents/agent_1/hidden_state/c", "/agents/agent_1/artifacts/value", "/agents/agent_0/bootstrap_value",
-            "/agents/agent_0/artifacts/dist_info/prob"} <= set(flat)
+    assert {"/observations/agent_0", "/rewards", "/prev_rewards", "/dones", "/truncations",
+            "/infos/agent_rewards/agent_1", "/agents/agent_0/actions", "/agents/agent_0/prev_actions",
+            "/agents/agent_1/hidden_state/h", "/agents/agent_1/hidden_state/c", "/agents/agent_1/artifacts/value",
+            "/agents/agent_0/bootstrap_value", "/agents/agent_0/artifacts/dist_info/prob"} <= set(flat)
     rebuilt = flat_dict_to_samples(flat, samples, agent.agent_names)
     before, after = [], []
     buffer_func(samples, before.append)
     buffer_func(rebuilt, after.append)
-    assert len(before) == len(after) == len(flat) and all(x is y for x, y in zip(before, after))
+    assert len(before) == len(after) == len(flat) and all(x is y for x, y in zip(before, after, strict=False))
     assert rebuilt.agent.action._fields == NAMES
     flat["/agents/agent_1/actions"][0, 1] = 4
     assert samples.agent.action.agent_1[0, 1] == 4

@@ -99,7 +99,9 @@ def test_timeout_variants_recover_true_value_of_constant_reward():
 def test_timeout_without_done_flag_still_cuts_the_episode():
     reward = np.array([1.0, 1.0])
     truncated = np.array([True, False])
-    exact = discount_return_tl(reward, np.zeros(2, dtype=bool), 0.0, 0.5, truncated, truncated_value=np.array([4.0, 0.0]))
+    exact = discount_return_tl(
+        reward, np.zeros(2, dtype=bool), 0.0, 0.5, truncated, truncated_value=np.array([4.0, 0.0])
+    )
     # G1 = 1; G0 = 1 + .5*4 (V(s') only; G1 belongs to the next episode) = 3.
     np.testing.assert_allclose(exact, [3.0, 1.0])
 
@@ -172,7 +174,7 @@ def test_torch_numpy_parity():
     arrays = _random_batch()
     numpy_out = _all_outputs(*arrays)
     torch_out = _all_outputs(*(torch.from_numpy(a) for a in arrays))
-    for n, t in zip(numpy_out, torch_out):
+    for n, t in zip(numpy_out, torch_out, strict=False):
         assert isinstance(n, np.ndarray) and isinstance(t, torch.Tensor)
         assert n.dtype == t.numpy().dtype
         np.testing.assert_allclose(t.numpy(), n, rtol=1e-6, atol=1e-6)

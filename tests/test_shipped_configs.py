@@ -122,7 +122,7 @@ def assert_same_data(a: Any, b: Any, where: str) -> None:
             assert_same_data(a[k], b[k], f"{where}.{k}")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
             assert_same_data(x, y, f"{where}[{i}]")
     else:
         assert a == b, where

@@ -37,7 +37,7 @@ def test_value_reads_the_state_of_the_half_it_is_asked_for(cartpole_spaces):
     half_a, half_b = copy.deepcopy(plain), copy.deepcopy(plain)
     steps_a = [batch(cartpole_spaces, 2, seed=s) for s in (1, 2)]
     steps_b = [batch(cartpole_spaces, 2, seed=s) for s in (3, 4)]
-    for inputs_a, inputs_b in zip(steps_a, steps_b):
+    for inputs_a, inputs_b in zip(steps_a, steps_b, strict=False):
         alternating.step(*inputs_a)
         half_a.step(*inputs_a)
         alternating.step(*inputs_b)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import multiprocessing as mp
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -85,7 +86,7 @@ def test_sync_shared_memory_copies_a_separate_training_model(cartpole_spaces):
 
     seen = _value_seen_by_forked_child(agent, train_on_a_copy)
     assert seen == 0.75
-    for p_shared, p_train in zip(agent.shared_model.parameters(), agent.model.parameters()):
+    for p_shared, p_train in zip(agent.shared_model.parameters(), agent.model.parameters(), strict=False):
         torch.testing.assert_close(p_shared, p_train)
         assert p_shared.is_shared()
 

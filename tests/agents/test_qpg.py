@@ -80,7 +80,7 @@ def test_ddpg_critic_targets_and_groups(pendulum_spaces):
             p.add_(1.0)
     before = [p.clone() for p in targets]
     agent.update_target(tau=0.1)
-    for p, old in zip(targets, before):
+    for p, old in zip(targets, before, strict=False):
         torch.testing.assert_close(p, old + 0.1)
 
 

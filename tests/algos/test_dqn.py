@@ -17,8 +17,8 @@ from lightning_rl.callbacks import EvaluationCallback
 from lightning_rl.cli import main
 from lightning_rl.envs import make_env
 from lightning_rl.replays import FrameReplayStorage, SamplesFromReplay
-from lightning_rl.samplers import SerialSampler
 from lightning_rl.runs import newest_checkpoint
+from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import make_trainer, params_vector
 from tests.toy_envs import make_constant_reward_env
 
@@ -46,7 +46,7 @@ def assert_same(a, b, where: str) -> None:
             assert_same(a[k], b[k], f"{where}.{k}")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
             assert_same(x, y, f"{where}[{i}]")
     elif isinstance(a, float) and np.isnan(a):
         assert np.isnan(b), where
@@ -249,7 +249,7 @@ def test_prioritized_training_sends_td_errors_back_and_changes_sampling():
     idxs, priorities = module.sent[-1]
     assert idxs.shape == priorities.shape == (16 * 32,)
     # The sum tree holds priority ** alpha for the last step's samples (the last write wins).
-    last = {int(i): float(p) for i, p in zip(idxs, priorities)}
+    last = {int(i): float(p) for i, p in zip(idxs, priorities, strict=False)}
     ids = torch.tensor(list(last))
     B, T = replay.B, replay.T
     slots = ((ids // B) % T) * B + ids % B

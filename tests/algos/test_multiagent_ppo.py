@@ -16,8 +16,8 @@ from lightning_rl.algos import MultiAgentPPO
 from lightning_rl.cli import main
 from lightning_rl.envs import COOP_GRID_ID, make_env
 from lightning_rl.explorer import Explorer
-from lightning_rl.samplers import SerialSampler
 from lightning_rl.runs import newest_checkpoint
+from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import assert_same, make_trainer, params_vector
 
 CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "ppo" / "multiagent_coopgrid.yaml")
@@ -90,7 +90,7 @@ def test_each_learner_gets_the_gradient_of_its_own_loss_only():
     alone = [p.grad.clone() for p in a0.parameters()]
     module.agent.zero_grad(set_to_none=True)
     module.loss(batch, 0.2)["loss"].backward()
-    for p, g in zip(a0.parameters(), alone):
+    for p, g in zip(a0.parameters(), alone, strict=False):
         torch.testing.assert_close(p.grad, g)
 
 
@@ -137,7 +137,7 @@ def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
     resumed = run(4, tmp_path / "part", ckpt_path=str(tmp_path / "part" / "last.ckpt"))
     assert resumed.train_state.env_steps == full.train_state.env_steps == 4 * 256
     assert_same(full.state_dict(), resumed.state_dict(), "state_dict")
-    for a, b in zip(full.trainer.optimizers, resumed.trainer.optimizers):
+    for a, b in zip(full.trainer.optimizers, resumed.trainer.optimizers, strict=False):
         assert_same(a.state_dict(), b.state_dict(), "optimizer")
 
 

@@ -52,7 +52,7 @@ def assert_same(a, b, where: str) -> None:
             assert_same(a[k], b[k], f"{where}.{k}")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
             assert_same(x, y, f"{where}[{i}]")
     elif isinstance(a, np.ndarray):
         np.testing.assert_array_equal(a, b, err_msg=where)

@@ -92,9 +92,9 @@ def test_one_backward_gives_each_optimizer_exactly_its_own_gradients():
     expected_q = torch.autograd.grad(terms["q_loss"], q_params, retain_graph=True)
     expected_alpha = torch.autograd.grad(terms["alpha_loss"], [module.log_alpha], retain_graph=True)
     terms["loss"].backward()
-    for p, g in zip(pi_params, expected_pi):
+    for p, g in zip(pi_params, expected_pi, strict=False):
         torch.testing.assert_close(p.grad, g)
-    for p, g in zip(q_params, expected_q):
+    for p, g in zip(q_params, expected_q, strict=False):
         torch.testing.assert_close(p.grad, g)
     torch.testing.assert_close(module.log_alpha.grad, expected_alpha[0])
     assert all(p.requires_grad for p in q_params)
@@ -183,7 +183,7 @@ def test_exact_resume_restores_all_optimizers(tmp_path):
     assert resumed.train_state.updates == full.train_state.updates > 0
     assert_same(full.state_dict(), resumed.state_dict(), "state_dict")
     assert len(full.optimizers()) == 3
-    for i, (a, b) in enumerate(zip(full.optimizers(), resumed.optimizers())):
+    for i, (a, b) in enumerate(zip(full.optimizers(), resumed.optimizers(), strict=False)):
         assert_same(a.state_dict(), b.state_dict(), f"optimizer {i}")
     assert_same(full.replay.state_dict(), resumed.replay.state_dict(), "replay")
 

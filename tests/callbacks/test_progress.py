@@ -46,8 +46,8 @@ def test_redirected_stdout_gets_plain_lines_and_the_end_summary(tmp_path):
     out_file = tmp_path / "out.txt"
     with open(out_file, "w") as out:
         proc = subprocess.run(
-            [sys.executable, "-m", "lightning_rl.cli", *RUN, "--trainer.callbacks+=lightning_rl.callbacks.RLProgressBar",
-             "--trainer.callbacks.print_interval_s=0"],
+            [sys.executable, "-m", "lightning_rl.cli", *RUN,
+             "--trainer.callbacks+=lightning_rl.callbacks.RLProgressBar", "--trainer.callbacks.print_interval_s=0"],
             cwd=tmp_path, env=env(), stdout=out, stderr=subprocess.PIPE, text=True, timeout=240,
         )
     text = out_file.read_text()

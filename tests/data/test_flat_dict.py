@@ -21,8 +21,8 @@ from lightning_rl.data import (
     flatten_dict,
     join_keys,
     list_of_dicts_to_flattened_dict_of_lists,
-    nat_to_flat_dict,
     namedarraytuple,
+    nat_to_flat_dict,
     nonify,
     unflatten_dict,
     update_dict_of_lists,
@@ -223,7 +223,7 @@ def test_nat_flat_dict_round_trip_exact() -> None:
     assert type(back) is Samples and type(back.agent.agent_info) is AgentInfo
     assert type(back.env.env_info) is type(buf.env.env_info)
     assert back.agent.agent_info.prev_rnn_state is None
-    for (_, a), (_, b) in zip(nat_to_flat_dict(back).items(), nat_to_flat_dict(buf).items()):
+    for (_, a), (_, b) in zip(nat_to_flat_dict(back).items(), nat_to_flat_dict(buf).items(), strict=False):
         assert a is b
 
 

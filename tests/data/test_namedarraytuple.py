@@ -245,7 +245,7 @@ def test_schema_form_indexing_assignment_and_api() -> None:
     with pytest.raises(AttributeError):
         s.action = 1
     with pytest.raises(AttributeError, match="no field"):
-        s.missing
+        s.missing  # noqa: B018 - the attribute access is what raises
 
 
 def test_schema_constructor_errors_and_equality() -> None:
@@ -359,7 +359,7 @@ def test_attrdict_attribute_access_and_copy_semantics() -> None:
     assert d.other == 6
     assert d.sub.gamma == 0.99
     with pytest.raises(AttributeError):
-        d.missing
+        d.missing  # noqa: B018 - the attribute access is what raises
 
     c = d.copy()
     assert type(c) is AttrDict and type(c.sub) is AttrDict

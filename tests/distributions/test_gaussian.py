@@ -6,8 +6,14 @@ import math
 
 import pytest
 import torch
-from torch.distributions import AffineTransform, Independent, Normal, TanhTransform, TransformedDistribution
-from torch.distributions import kl_divergence
+from torch.distributions import (
+    AffineTransform,
+    Independent,
+    Normal,
+    TanhTransform,
+    TransformedDistribution,
+    kl_divergence,
+)
 
 from lightning_rl.distributions import DistInfoStd, Gaussian
 
@@ -169,7 +175,7 @@ def test_squash_density_monte_carlo_histogram():
         log_std=torch.full((1, 1), math.log(0.8), dtype=torch.float64),
     )
     probs = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
         xs = torch.linspace(lo.item(), hi.item(), 401, dtype=torch.float64).clamp(-scale + 1e-12, scale - 1e-12)
         u = torch.atanh(xs / scale).unsqueeze(-1)
         density = dist.log_likelihood(u, grid_info).exp()

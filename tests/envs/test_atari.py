@@ -127,7 +127,7 @@ def test_without_episodic_lives_only_game_over_is_done():
     env.seed(0)
     env.reset()
     rng = np.random.default_rng(0)
-    for t in range(400):
+    for t in range(400):  # noqa: B007 - t is read after the loop
         step = env.step(int(rng.integers(4)))
         if step.done:
             break

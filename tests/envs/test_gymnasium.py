@@ -40,7 +40,7 @@ def test_termination_is_done_without_timeout():
     env = GymEnvWrapper(gymnasium.make("CartPole-v1"))
     env.seed(0)
     env.reset()
-    for t in range(100):
+    for t in range(100):  # noqa: B007 - t is read after the loop
         step = env.step(1)
         if step.done:
             break

@@ -91,8 +91,9 @@ def test_ale_v5_ids_keep_gymnasiums_sticky_actions_unless_told_otherwise():
 
 
 def test_every_shipped_atari_config_says_which_sticky_actions_it_uses():
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     configs = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*/*.yaml"))
     atari = 0

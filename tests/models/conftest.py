@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 import torch
@@ -47,7 +48,7 @@ def check_leading_dims() -> Callable[..., None]:
             batch, batch_state = _split(model(*(a[0] for a in args)), recurrent)
             single, single_state = _split(model(*(a[0, 0] for a in args)), recurrent)
         assert len(full) == len(batch) == len(single) == len(out_shapes)
-        for f, b, s, shape in zip(full, batch, single, out_shapes):
+        for f, b, s, shape in zip(full, batch, single, out_shapes, strict=False):
             assert f.shape == (T, B) + tuple(shape)
             assert b.shape == (B,) + tuple(shape)
             assert s.shape == tuple(shape)
@@ -81,7 +82,7 @@ def check_stepping() -> Callable[..., None]:
             step_state = state
             for t in range(args[0].shape[0]):
                 outs, step_state = _split(model(*(a[t] for a in args), step_state), True)
-                for f, o in zip(full, outs):
+                for f, o in zip(full, outs, strict=False):
                     _close(o, f[t])
         _close(step_state.h, full_state.h)
         _close(step_state.c, full_state.c)

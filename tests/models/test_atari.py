@@ -102,7 +102,7 @@ def test_default_conv_stacks():
 def test_dqn_heads():
     dqn = AtariDqnModel(IMAGE, A, fc_sizes=[64])
     linears = [m for m in dqn.head.modules() if isinstance(m, nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in linears] == [(6400, 64), (64, A)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(6400, 64), (64, A)]
     assert isinstance(AtariDqnModel(IMAGE, A, dueling=True).head, DuelingHeadModel)
     assert isinstance(AtariCatDqnModel(IMAGE, A, dueling=True).head, DistributionalDuelingHeadModel)
 

@@ -27,7 +27,7 @@ from lightning_rl.models import (
 def test_mlp_layers_and_output_size():
     mlp = MlpModel(4, [8, 6], 3, nonlinearity=nn.Tanh)
     linears = [m for m in mlp.modules() if isinstance(m, nn.Linear)]
-    assert [(l.in_features, l.out_features) for l in linears] == [(4, 8), (8, 6), (6, 3)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(4, 8), (8, 6), (6, 3)]
     assert sum(isinstance(m, nn.Tanh) for m in mlp.modules()) == 2
     assert mlp.output_size == 3
     assert mlp(torch.zeros(5, 4)).shape == (5, 3)
@@ -280,6 +280,6 @@ def test_init_orthogonal_gains():
     torch.testing.assert_close(out @ out.T, 0.01**2 * torch.eye(4))
     hidden = linears[1].weight.detach()
     torch.testing.assert_close(hidden @ hidden.T, 2.0 * torch.eye(16), atol=1e-5, rtol=1e-5)
-    assert all(torch.count_nonzero(l.bias) == 0 for l in linears)
+    assert all(torch.count_nonzero(m.bias) == 0 for m in linears)
     lstm = init_orthogonal_(nn.LSTM(3, 4))
     assert torch.count_nonzero(lstm.bias_ih_l0) == 0

@@ -15,8 +15,8 @@ from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.algos import A2C, PPO
 from lightning_rl.algos.checkpointing import check_resume
 from lightning_rl.cli import main
-from lightning_rl.samplers import SerialSampler
 from lightning_rl.runs import newest_checkpoint
+from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import make_trainer
 
 ROOT = Path(__file__).resolve().parents[2]

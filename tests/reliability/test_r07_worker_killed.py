@@ -19,8 +19,8 @@ import psutil
 import pytest
 import torch
 
-from lightning_rl.samplers import AlternatingSampler, CpuSampler, GpuSampler, SamplerWorkerDied
 from lightning_rl.runs import newest_checkpoint
+from lightning_rl.samplers import AlternatingSampler, CpuSampler, GpuSampler, SamplerWorkerDied
 from tests.samplers.helpers import ObsAgent, alive, make_hanging_env, parallel_ppo_fit_command, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,7 +29,7 @@ def _equal(x, y):
     if x is None or y is None:
         assert x is None and y is None
     elif isinstance(x, tuple):
-        for u, v in zip(x, y):
+        for u, v in zip(x, y, strict=False):
             _equal(u, v)
     else:
         assert torch.equal(x, y)

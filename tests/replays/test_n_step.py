@@ -18,7 +18,9 @@ def _targets(reward, done, truncated, n, discount):
     )
     col = lambda x: np.asarray(x)[:, None]  # noqa: E731
     compute_n_step_targets(
-        col(reward).astype(np.float32), col(done).astype(bool), None if truncated is None else col(truncated).astype(bool),
+        col(reward).astype(np.float32),
+        col(done).astype(bool),
+        None if truncated is None else col(truncated).astype(bool),
         np.arange(T - n + 1), n, discount, out["return_"], out["done_n"], out["truncated_n"], out["n_steps"],
     )
     return {k: v[: T - n + 1, 0] for k, v in out.items()}

@@ -23,7 +23,9 @@ def _targets(reward, done, truncated, n, rows=None, discount=0.5):
     n_steps = np.full((T, 1), 99, np.uint8)
     rows = np.arange(T) if rows is None else np.asarray(rows)
     compute_n_step_targets(
-        col(reward).astype(np.float32), col(done).astype(bool), None if truncated is None else col(truncated).astype(bool),
+        col(reward).astype(np.float32),
+        col(done).astype(bool),
+        None if truncated is None else col(truncated).astype(bool),
         rows, n, discount, return_, done_n, truncated_n, n_steps,
     )
     return return_[:, 0], done_n[:, 0], truncated_n[:, 0], n_steps[:, 0]

@@ -64,7 +64,7 @@ def test_importance_weights_and_beta_annealing():
     valid = np.array(_valid(stream, replay, 1)[1])
     priorities = np.arange(1, len(valid) + 1, dtype=np.float64)
     replay.update_batch_priorities(torch.as_tensor(valid), torch.as_tensor(priorities))
-    P = dict(zip(valid.tolist(), priorities**0.6 / np.sum(priorities**0.6)))
+    P = dict(zip(valid.tolist(), priorities**0.6 / np.sum(priorities**0.6), strict=False))
     N = len(valid)
     for k in range(6):
         beta = 0.4 + 0.6 * min(k, 4) / 4

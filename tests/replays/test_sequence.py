@@ -48,7 +48,7 @@ def test_sequences_start_at_stored_states_and_match_brute_force(frame_stack, pri
         assert batch.agent_inputs.observation.shape[:2] == (L, 300)
         assert batch.return_.shape == (SEQ_T, 300) and batch.init_rnn_state.h.shape == (300, 1, 3)
         a0, b0 = _starts(batch, frame_stack)
-        assert set(zip(a0.tolist(), b0.tolist())) == valid
+        assert set(zip(a0.tolist(), b0.tolist(), strict=False)) == valid
         np.testing.assert_array_equal(batch.idxs.numpy(), a0 * 2 + b0)
         for i in range(0, 300, 7):
             a, b = a0[i], b0[i]

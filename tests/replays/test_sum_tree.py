@@ -18,12 +18,12 @@ def test_sums_and_find_match_brute_force(capacity, branching):
         idxs = rng.integers(0, capacity, size=min(capacity, 50))
         new = rng.random(len(idxs)) * (rng.random(len(idxs)) < 0.7)  # some zeros
         tree.set(idxs, new)
-        for i, v in zip(idxs, new):  # repeats: the last value wins
+        for i, v in zip(idxs, new, strict=False):  # repeats: the last value wins
             values[i] = v
         np.testing.assert_array_equal(tree.leaves, values)
         assert tree.total == pytest.approx(values.sum())
         # Every internal node is the sum of its children.
-        for upper, lower in zip(tree.levels[:-1], tree.levels[1:]):
+        for upper, lower in zip(tree.levels[:-1], tree.levels[1:], strict=False):
             np.testing.assert_allclose(upper[: len(lower) // branching], lower.reshape(-1, branching).sum(1))
         if values.sum() == 0:
             continue

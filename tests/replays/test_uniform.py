@@ -31,7 +31,7 @@ def test_invalid_indexes_never_sampled_and_all_valid_ones_reachable(n):
                 replay.sample_batch(4)
             continue
         a, b, batch = _sampled_steps(replay, 2000)
-        assert set(zip(a.tolist(), b.tolist())) == valid
+        assert set(zip(a.tolist(), b.tolist(), strict=False)) == valid
         # idxs name each sample by its absolute step and env.
         np.testing.assert_array_equal(batch.idxs.numpy(), a * 2 + b)
         np.testing.assert_array_equal(batch.is_weights.numpy(), np.ones(2000, np.float32))
@@ -43,7 +43,7 @@ def test_uniform_frequencies_chi_square():
     replay.append_samples(stream.batch(20))
     replay.append_samples(stream.batch(6))  # wrapped: 20 rows, 1 oldest and 2 newest invalid
     a, b, _ = _sampled_steps(replay, 10_000)
-    keys = sorted(set(zip(a.tolist(), b.tolist())))
+    keys = sorted(set(zip(a.tolist(), b.tolist(), strict=False)))
     assert len(keys) == (20 - 1 - 2) * 3
     counts = np.array([np.sum((a == k[0]) & (b == k[1])) for k in keys])
     stat, threshold = chi_square(counts, np.full(len(keys), 1 / len(keys)))

@@ -287,8 +287,8 @@ def assert_same_runs(a: Any, b: Any) -> None:
     """Two :func:`run_sampler` results hold identical batches and episodes."""
     batches_a, trajs_a, eval_a = a
     batches_b, trajs_b, eval_b = b
-    for x, y in zip(batches_a, batches_b):
-        for u, v in zip(leaves(x), leaves(y)):
+    for x, y in zip(batches_a, batches_b, strict=False):
+        for u, v in zip(leaves(x), leaves(y), strict=False):
             np.testing.assert_array_equal(u, v)
     assert [traj_key(t) for t in trajs_a] == [traj_key(t) for t in trajs_b]
     assert traj_key(eval_a) == traj_key(eval_b)

@@ -54,7 +54,7 @@ def test_samples_match_a_hand_rolled_loop():
             prev_action[b] = 0 if d else action[b]
             prev_reward[b] = 0 if d else r
     assert done_seen > 0, "the test should cover episode ends"
-    assert sorted(zip(lengths, returns)) == sorted((t.Length, t.Return) for t in trajs)
+    assert sorted(zip(lengths, returns, strict=False)) == sorted((t.Length, t.Return) for t in trajs)
     np.testing.assert_array_equal(sampler.step_buffer.observation, obs)
 
 
@@ -113,7 +113,7 @@ def test_state_dict_round_trip_continues_identically(collector):
     assert second.env_steps == 2 * 48
     torch.set_rng_state(rng)
     got, got_trajs = second.obtain_samples(2)
-    for a, b in zip(leaves(got), leaves(expected)):
+    for a, b in zip(leaves(got), leaves(expected), strict=False):
         np.testing.assert_array_equal(a, b)
     assert [dict(t) for t in got_trajs] == [dict(t) for t in expected_trajs]
     assert [dict(t) for t in second.train_collector.traj_infos] == unfinished
