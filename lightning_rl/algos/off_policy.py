@@ -213,31 +213,17 @@ class ReplaySetup:
     def dataset(self, module: Any, samples_to_buffer: Callable[[Any], Any]) -> ReplayDataset | AsyncReplayDataset:
         """The module's :class:`~lightning_rl.datasets.replay.ReplayDataset` over this replay (an
         :class:`~lightning_rl.datasets.async_replay.AsyncReplayDataset` with async sampling)."""
-        if self.async_runner is not None:
-            return AsyncReplayDataset(
-                self.async_runner,
-                module.sampler,
-                module.agent,
-                self.replay,
-                module.train_state,
-                iterations_per_epoch=module.iterations_per_epoch,
-                batch_size=self.batch_size,
-                replay_ratio=self.replay_ratio,
-                min_steps_learn=self.min_steps_learn,
-                updates_per_sync=self.updates_per_sync,
-            )
-        return ReplayDataset(
-            module.sampler,
-            module.agent,
-            self.replay,
-            module.train_state,
+        parts = (module.sampler, module.agent, self.replay, module.train_state)
+        schedule: dict[str, Any] = dict(
             iterations_per_epoch=module.iterations_per_epoch,
             batch_size=self.batch_size,
             replay_ratio=self.replay_ratio,
             min_steps_learn=self.min_steps_learn,
-            samples_to_buffer=samples_to_buffer,
             updates_per_sync=self.updates_per_sync,
         )
+        if self.async_runner is not None:
+            return AsyncReplayDataset(self.async_runner, *parts, **schedule)
+        return ReplayDataset(*parts, samples_to_buffer=samples_to_buffer, **schedule)
 
 
 def samples_to_buffer(samples: Any) -> SamplesToBuffer:
