@@ -468,6 +468,28 @@ def check_env_command(argv: list[str]) -> int:
     return 0
 
 
+#: Subcommands outside LightningCLI: name -> (module whose ``main(argv) -> int`` runs it, the extra it needs).
+TOOL_COMMANDS: dict[str, tuple[str, str | None]] = {}
+
+
+def run_tool_command(name: str, argv: list[str]) -> int:
+    """Run the tool subcommand ``name`` (:data:`TOOL_COMMANDS`) with ``argv``; its exit status.
+
+    A missing optional dependency is reported with the extra that installs it (exit status 2)."""
+    import importlib
+
+    module_name, extra = TOOL_COMMANDS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is None or error.name.split(".")[0] == "lightning_rl":
+            raise
+        hint = f": pip install 'lightning-rl[{extra}]'" if extra else ""
+        print(f"lightning-rl {name}: error: {error.name} is not installed{hint}", file=sys.stderr)
+        return 2
+    return int(module.main(argv))
+
+
 DESCRIPTION = """lightning_rl: deep RL on PyTorch Lightning.
 
 Configs: --config configs/<algo>/<env>.yaml, or a parameter file: --params FILE [--cpanel JSON] runs the
@@ -523,6 +545,8 @@ def main(args: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if args is None else args)
     if argv[:1] == ["check-env"]:
         raise SystemExit(check_env_command(argv[1:]))
+    if argv[:1] and argv[0] in TOOL_COMMANDS:
+        raise SystemExit(run_tool_command(argv[0], argv[1:]))
     try:
         if argv[:1] == ["play"] and len(argv) > 1 and not argv[1].startswith("-"):
             argv = ["play", *play_target_args(argv[1]), *argv[2:]]
