@@ -364,6 +364,8 @@ class RLCLI(LightningCLI):
             self.model.lr_scheduler = _SchedulerFromConfig(_plain(scheduler_init))
 
     _argv: list[str] = []
+    #: True when this CLI is the whole process (``lightning-rl ...``), not a call of main() inside another program.
+    _own_process = False
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """The Trainer, with the env-step progress display (:class:`RLProgressBar`) unless the config
@@ -394,7 +396,12 @@ class RLCLI(LightningCLI):
                 kwargs["logger"] = self._run_logger(self._get(self.config, "ckpt_path"))
             else:
                 kwargs["logger"] = False  # validate/test/play write no run directory
-        return super().instantiate_trainer(**kwargs)
+        trainer = super().instantiate_trainer(**kwargs)
+        if self._own_process:
+            for callback in trainer.callbacks:  # type: ignore[attr-defined]
+                if isinstance(callback, RunDirectoryCallback) and callback.shutdown_timeout_s is None:
+                    callback.shutdown_timeout_s = SHUTDOWN_TIMEOUT_S
+        return trainer
 
 
 def _plain(config: Any) -> dict[str, Any]:
@@ -467,6 +474,9 @@ def check_env_command(argv: list[str]) -> int:
         print(f"  advice: {line}")
     return 0
 
+
+#: Seconds the ``lightning-rl`` process gives a failed or interrupted fit to shut down (RunDirectoryCallback).
+SHUTDOWN_TIMEOUT_S = 30.0
 
 #: Subcommands outside LightningCLI: name -> (module whose ``main(argv) -> int`` runs it, the extra it needs).
 TOOL_COMMANDS: dict[str, tuple[str, str | None]] = {}
@@ -556,6 +566,7 @@ def main(args: list[str] | None = None) -> None:
         print(f"lightning-rl: error: {error}", file=sys.stderr)
         raise SystemExit(2) from error
     RLCLI._argv = list(expanded)
+    RLCLI._own_process = args is None
     # The same list as sys.argv[1:] is passed as None, so LightningCLI does not warn about both.
     cli_args = None if args is None and expanded == sys.argv[1:] else expanded
     torch.set_float32_matmul_precision("high")

@@ -13,11 +13,17 @@ On SIGINT (Ctrl-C) or SIGUSR1 (what cluster schedulers send ahead of a time limi
 ``<checkpoint dir>/last.ckpt`` at the end of the current batch and stops cleanly, so
 ``lightning-rl fit --config ... --ckpt_path last`` continues it. A second Ctrl-C while waiting for
 the batch to end interrupts at once, as Ctrl-C does without this callback.
+
+When fitting fails or is interrupted (Lightning's own Ctrl-C handling, SIGTERM, an error), the
+``lightning-rl`` process gives its shutdown ``shutdown_timeout_s`` seconds: a shutdown stuck past
+that (a lock the interrupt left held, a writer thread that never drains) prints every thread's
+stack to stderr and ends the process with status 1, instead of hanging a cluster job.
 """
 
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import hashlib
 import os
 import signal
@@ -122,6 +128,10 @@ class RunDirectoryCallback(pl.Callback):
         dirpath: Where ``last.ckpt`` goes; default: the first ``ModelCheckpoint``'s dirpath, else
             ``<log_dir>/checkpoints``. ``--ckpt_path last`` finds it in the ModelCheckpoint dir.
         write_run_info: Write ``run_info.yaml`` into the log dir (global rank 0).
+        shutdown_timeout_s: Seconds a failing or interrupted fit may take to shut down before the
+            process prints its threads' stacks and exits with status 1; None: no limit. The
+            ``lightning-rl`` command sets it for its own process when left None; a program calling
+            ``fit`` itself opts in here, since the exit ends its interpreter too.
 
     Raises:
         ValueError: If a name in ``signals`` is not a signal of this platform.
@@ -132,6 +142,7 @@ class RunDirectoryCallback(pl.Callback):
         signals: list[str] | tuple[str, ...] = ("SIGINT", "SIGUSR1"),
         dirpath: str | None = None,
         write_run_info: bool = True,
+        shutdown_timeout_s: float | None = None,
     ) -> None:
         self.signals: list[signal.Signals] = []
         for name in signals:
@@ -144,6 +155,9 @@ class RunDirectoryCallback(pl.Callback):
         self.checkpoint_path: str | None = None
         self._saved = False
         self._previous: dict[signal.Signals, Any] = {}
+        if shutdown_timeout_s is not None and not shutdown_timeout_s > 0:
+            raise ValueError(f"shutdown_timeout_s: {shutdown_timeout_s!r} must be > 0 seconds, or None for no limit")
+        self.shutdown_timeout_s = shutdown_timeout_s
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         sig = signal.Signals(signum)
@@ -216,6 +230,10 @@ class RunDirectoryCallback(pl.Callback):
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
         if isinstance(exception, SIGTERMException) and exception.code is None:
             exception.code = 128 + signal.SIGTERM  # the shell's status for a SIGTERM-ended process
+        if self.shutdown_timeout_s is not None:
+            # Armed from here on: Lightning's teardown, the loggers' last flush and the interpreter's
+            # exit (atexit hooks, worker joins) all run after this hook.
+            faulthandler.dump_traceback_later(self.shutdown_timeout_s, exit=True)
 
     @property
     def exit_code(self) -> int:

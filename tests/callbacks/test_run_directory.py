@@ -173,3 +173,9 @@ def test_sigusr1_during_cli_fit_leaves_a_resumable_checkpoint(tmp_path, monkeypa
     main(["fit", "--config", CARTPOLE, "--model.init_args.total_env_steps", str(steps + 512), *QUIET,
           "--ckpt_path", "last"])
     assert torch.load(last, weights_only=True)["lightning_rl"]["train_state"]["env_steps"] == steps + 512
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan")])
+def test_a_shutdown_timeout_that_is_not_positive_is_rejected(bad):
+    with pytest.raises(ValueError, match="shutdown_timeout_s: .* must be > 0 seconds"):
+        RunDirectoryCallback(shutdown_timeout_s=bad)

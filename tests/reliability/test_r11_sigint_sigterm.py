@@ -26,6 +26,7 @@ from typing import Any
 
 import psutil
 import pytest
+import pytorch_lightning as pl
 import torch
 
 from tests.samplers.helpers import alive, parallel_ppo_fit_command, wait_gone
@@ -60,7 +61,9 @@ def runs(tmp_path_factory) -> dict[str, dict[str, Any]]:
             cwd = tmp_path_factory.mktemp(name)
             # stderr to a file: a pipe nobody reads could fill up and stall the run.
             stderr = open(cwd / "stderr.txt", "w")  # noqa: SIM115 - closed below
-            proc = subprocess.Popen([*COMMAND, *extra], cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
+            # PYTHONFAULTHANDLER: a run that hangs prints its threads' stacks on the SIGABRT below.
+            env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+            proc = subprocess.Popen([*COMMAND, *extra], cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
             started[name] = {"proc": proc, "cwd": cwd, "stderr_file": stderr}
         deadline = time.monotonic() + 180
         waiting = set(started)
@@ -76,7 +79,11 @@ def runs(tmp_path_factory) -> dict[str, dict[str, Any]]:
                     waiting.discard(name)
             time.sleep(0.05)
         for run in started.values():
-            run["proc"].wait(timeout=60)
+            try:
+                run["proc"].wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                run["proc"].send_signal(signal.SIGABRT)  # the stacks go to its stderr file
+                run["proc"].wait(timeout=10)
             run["exited_after"] = time.monotonic() - run.get("signalled_at", time.monotonic())
             # Before anything else can reap them: a closed sampler has joined its workers.
             run["alive_at_exit"] = alive(run.get("workers", []))
@@ -100,7 +107,7 @@ def test_exits_within_10_s_after_closing_its_samplers_and_leaks_nothing(runs, na
     run = runs[name]
     assert "signalled_at" in run, f"{name} ended before its first checkpoint:\n{run['stderr'][-3000:]}"
     assert len(run["workers"]) == 2
-    assert run["exited_after"] < 10
+    assert run["exited_after"] < 10, run["stderr"][-6000:]
     assert run["returncode"] >= 0, "killed by the signal instead of handling it"
     assert run["alive_at_exit"] == []
     assert "resource_tracker" not in run["stderr"] and "leaked" not in run["stderr"]
@@ -126,3 +133,34 @@ def test_sigterm_exits_143(runs):
     run = runs["sigterm"]
     assert "signalled_at" in run, f"the run ended before its first checkpoint:\n{run['stderr'][-3000:]}"
     assert run["returncode"] == 143, run["stderr"][-3000:]
+
+
+class FailThenHang(pl.Callback):
+    """Fails the first training batch, then never returns from ``on_exception``: a shutdown that hangs."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        raise RuntimeError("boom from FailThenHang")
+
+    def on_exception(self, trainer, pl_module, exception):
+        time.sleep(600)
+
+
+def test_a_shutdown_that_hangs_ends_the_process_after_shutdown_timeout_s(tmp_path):
+    # RunDirectoryCallback comes first, so its on_exception arms the watchdog before FailThenHang's hangs.
+    command = [
+        *COMMAND,
+        "--trainer.callbacks+=lightning_rl.callbacks.RunDirectoryCallback", "--trainer.callbacks.shutdown_timeout_s=3",
+        f"--trainer.callbacks+={__name__}.FailThenHang",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+        try:
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = (tmp_path / "stderr.txt").read_text()
+    assert proc.returncode == 1, text[-3000:]
+    assert "Timeout (0:00:03)!" in text, text[-3000:]  # faulthandler's dump of every thread
+    assert "in on_exception" in text and "test_r11_sigint_sigterm.py" in text, text[-3000:]
