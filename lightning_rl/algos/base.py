@@ -41,6 +41,7 @@ from lightning_rl.algos.optim import (
     clip_grad_norm_,
     direct_updates_safe,
     mean_metrics,
+    mean_over_ranks,
     step_lr_schedulers,
     update_step,
 )
@@ -301,20 +302,19 @@ class RLModule(pl.LightningModule):
         every = cast(Any, self.trainer).log_every_n_steps if self._trainer is not None else 1
         return itr % max(every, 1) == 0 or itr % self.iterations_per_epoch == 0 or self.budget_reached
 
-    def log_step_metrics(self, metrics: dict[str, Any]) -> None:
+    def log_step_metrics(self, metrics: dict[str, Any], reduce: bool = True) -> None:
         """Log a sampler iteration's aggregates, with env steps (over all ranks) as the x-axis.
 
         They go to the loggers directly (``logger.log_metrics(..., step=env_steps)``, DESIGN.md "One
         x-axis") and into ``trainer.callback_metrics`` for callbacks and the progress display, without
-        Lightning's per-key ``self.log`` bookkeeping, which costs more than a small update when it runs
-        every iteration. Under DDP the values are rank 0's (each rank logs its own updates' means).
+        Lightning's per-key ``self.log`` bookkeeping, which costs more than a small update. Under DDP
+        the mean over ranks unless ``reduce`` is False (values equal on every rank already): one
+        all-reduce, which every rank reaches, since :meth:`logging_due` is the same on every rank.
         """
-        if not self.logging_due():
-            return
-        values = {k: float(v) for k, v in metrics.items()}
-        if self._trainer is None:
+        if not self.logging_due() or self._trainer is None:
             return
         trainer = self.trainer
+        values = {k: float(v) for k, v in (mean_over_ranks(trainer, metrics) if reduce else metrics).items()}
         trainer.callback_metrics.update({k: torch.tensor(v) for k, v in values.items()})
         if trainer.is_global_zero:
             step = int(self.global_env_steps)

@@ -99,6 +99,9 @@ def module_state(module: Any) -> dict[str, Any]:
         "format": FORMAT_VERSION,
         "run": describe_run(module),
         "train_state": module.train_state.state_dict(),
+        # Counters (and an off-policy module's replay) are per rank; a resume on another world
+        # size says what that means (restore_module_state).
+        "world_size": _world_size(module),
         "rng": encode({
             "minibatch_generator": module.minibatch_generator.bit_generator.state,
             "python": random.getstate(),
@@ -174,6 +177,24 @@ def load_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
             module.replay.mark_boundary()
 
 
+def _world_size(module: Any) -> int:
+    return int(module.trainer.world_size) if module._trainer is not None else 1
+
+
+def _warn_world_size_change(module: Any, ours: dict[str, Any]) -> None:
+    """Say what resuming on another number of processes means (README, "Under DDP")."""
+    saved, now = ours.get("world_size"), _world_size(module)
+    if saved is None or int(saved) == now:
+        return
+    env_steps = int(module.train_state.env_steps)
+    replay = " and rank 0's replay" if getattr(module, "replay", None) is not None else ""
+    rank_zero_warn(
+        f"this checkpoint was written by {saved} processes and resumes on {now}: every rank continues from "
+        f"rank 0's counters{replay}, which are per rank, so the run counts {env_steps * now} env steps "
+        f"so far (it had collected {env_steps * int(saved)}) and the budget and schedules continue from there"
+    )
+
+
 def restore_module_state(module: Any, ours: dict[str, Any]) -> bool:
     """Restore :func:`module_state` into ``module`` (after checking it matches, see
     :func:`check_compatible`).
@@ -203,6 +224,7 @@ def restore_module_state(module: Any, ours: dict[str, Any]) -> bool:
     check_compatible(ours["run"], describe_run(module))
     _initialize_agent(module, ours["run"])
     module.train_state.load_state_dict(ours["train_state"])
+    _warn_world_size_change(module, ours)
     rng = decode(ours["rng"])
     module.minibatch_generator.bit_generator.state = rng["minibatch_generator"]
     random.setstate(_as_python_random_state(rng["python"]))

@@ -92,6 +92,17 @@ def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "
     return {prefix + name: means[i] for i, name in enumerate(names)}
 
 
+def mean_over_ranks(trainer: Any, metrics: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` (name -> number or one-element tensor, the same names on every rank) averaged
+    over the DDP ranks with one all-reduce; as they are in one process."""
+    if trainer.world_size <= 1 or not metrics:
+        return metrics
+    names = sorted(metrics)
+    stacked = torch.stack([torch.as_tensor(metrics[k], dtype=torch.float64).reshape(()) for k in names])
+    means = trainer.strategy.reduce(stacked.to(trainer.strategy.root_device), reduce_op="mean")
+    return dict(zip(names, means.cpu().tolist(), strict=True))
+
+
 def direct_updates_safe(module: pl.LightningModule, trainer: Any) -> bool:
     """Whether ``module``'s updates may skip Lightning's per-update hook dispatch unchanged: one
     device, 32-bit precision, and no module or callback hook around backward or the step."""

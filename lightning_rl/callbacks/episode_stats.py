@@ -137,7 +137,7 @@ class EpisodeStatsCallback(pl.Callback):
                 # The module's per-iteration path: straight to the loggers at env steps and into
                 # callback_metrics (EarlyStopping, ModelCheckpoint, the progress display), without
                 # self.log's per-key bookkeeping, which costs more than a small update.
-                pl_module.log_step_metrics(metrics)
+                pl_module.log_step_metrics(metrics, reduce=False)  # synced above
 
     def _game_scores_possible(self, trainer: pl.Trainer) -> bool:
         # Single process: only once an episode carried a score. DDP: always (a collective).

@@ -13,27 +13,62 @@ from torch.utils.data import IterableDataset
 
 
 def summarize_trajectories(traj_infos: Sequence[Any], prefix: str) -> dict[str, float]:
-    """Mean/std/min/max return, mean length and count of finished episodes as ``<prefix>/...``.
+    """Mean/std/min/max return, mean length and count of finished episodes as ``<prefix>/...``
+    (and the mean game score when every episode has one).
 
     Raises:
         RuntimeError: If no episode finished (raise ``eval_max_steps`` or lower the horizon).
     """
-    if not traj_infos:
+    return summarize_episodes(episode_table(traj_infos), prefix)
+
+
+def episode_table(traj_infos: Sequence[Any]) -> np.ndarray:
+    """``[episodes, 3]`` float64 rows of (return, length, game score or NaN)."""
+    rows = [
+        (float(t.Return), float(t.Length), float(t.GameScore) if "GameScore" in t else np.nan) for t in traj_infos
+    ]
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 3)
+
+
+def gather_episodes(trainer: pl.Trainer, table: np.ndarray) -> np.ndarray:
+    """Every rank's :func:`episode_table` rows, in rank order (the table itself in one process).
+
+    Two collectives (the row counts, then the rows padded to the longest), so every rank must call
+    it at the same point; every rank gets the same table.
+    """
+    if trainer.world_size <= 1:
+        return table
+    strategy = trainer.strategy
+    device = strategy.root_device
+    counts = strategy.all_gather(torch.tensor([len(table)], device=device)).reshape(-1).tolist()
+    padded = np.full((max(max(counts), 1), 3), np.nan)
+    padded[: len(table)] = table
+    rows = strategy.all_gather(torch.as_tensor(padded, device=device)).reshape(len(counts), -1, 3).cpu().numpy()
+    return np.concatenate([rows[r, :n] for r, n in enumerate(counts)])
+
+
+def summarize_episodes(table: np.ndarray, prefix: str) -> dict[str, float]:
+    """:func:`summarize_trajectories` of an :func:`episode_table`.
+
+    Raises:
+        RuntimeError: If the table is empty.
+    """
+    if len(table) == 0:
         raise RuntimeError(
             f"{prefix}: no evaluation episode finished; raise the sampler's eval_max_steps "
             "or eval_max_trajectories so at least one episode ends"
         )
-    returns = np.array([float(t.Return) for t in traj_infos])
+    returns, lengths, scores = table[:, 0], table[:, 1], table[:, 2]
     metrics = {
         f"{prefix}/return_mean": float(returns.mean()),
         f"{prefix}/return_std": float(returns.std()),
         f"{prefix}/return_min": float(returns.min()),
         f"{prefix}/return_max": float(returns.max()),
-        f"{prefix}/length_mean": float(np.mean([float(t.Length) for t in traj_infos])),
-        f"{prefix}/episodes": float(len(traj_infos)),
+        f"{prefix}/length_mean": float(lengths.mean()),
+        f"{prefix}/episodes": float(len(table)),
     }
-    if all("GameScore" in t for t in traj_infos):
-        metrics[f"{prefix}/game_score_mean"] = float(np.mean([float(t.GameScore) for t in traj_infos]))
+    if not np.isnan(scores).any():
+        metrics[f"{prefix}/game_score_mean"] = float(scores.mean())
     return metrics
 
 
@@ -110,9 +145,10 @@ class EvaluationCallback(pl.Callback):
         if epoch % self.every_n_epochs:
             return
         traj_infos = evaluate_agent(pl_module, self.deterministic)
-        self.last_metrics = summarize_trajectories(traj_infos, "eval")
+        # Every rank evaluates its own envs; the metrics cover the episodes of all ranks.
+        self.last_metrics = summarize_episodes(gather_episodes(trainer, episode_table(traj_infos)), "eval")
         value = self.last_metrics["eval/return_mean"]
-        # Every rank evaluates its own envs; rank 0's result decides, so all ranks save together.
+        # The same value on every rank; rank 0's decision all the same, so all ranks save together.
         improved = bool(trainer.strategy.broadcast(self.best_return is None or value > self.best_return, 0))
         if improved:
             self.best_return = float(trainer.strategy.broadcast(value, 0))

@@ -42,15 +42,15 @@ class ScriptedReturns(EvaluationCallback):
         import lightning_rl.callbacks.evaluation as evaluation
 
         value = self.returns.pop(0)
-        real = evaluation.summarize_trajectories
-        evaluation.summarize_trajectories = lambda infos, prefix: {**real(infos, prefix), "eval/return_mean": value}
+        real = evaluation.summarize_episodes
+        evaluation.summarize_episodes = lambda table, prefix: {**real(table, prefix), "eval/return_mean": value}
         try:
             best = self.best_return
             super().on_train_epoch_end(trainer, pl_module)
             if self.best_return != best:
                 self.saved_at.append(pl_module.train_state.env_steps)
         finally:
-            evaluation.summarize_trajectories = real
+            evaluation.summarize_episodes = real
 
 
 def read_scalars(log_dir: Path, tag: str) -> list[tuple[int, float]]:
