@@ -255,10 +255,7 @@ class Objective:
             if not values:
                 raise TrialError("no evaluation ran before fit ended (evaluations come at epoch ends: "
                                  "total_env_steps below log_interval_steps, or an early stop before the first)")
-            if self.objective == "last":
-                value = values[-1]
-            else:
-                value = max(values) if self.direction == "maximize" else min(values)
+            value = objective_value(values, self.objective, self.direction)
             if not math.isfinite(value):
                 raise TrialError(f"the objective is {value}")
             return value
@@ -268,6 +265,13 @@ class Objective:
             # Recorded on the trial (counted toward --n_trials, unlike an interrupted one).
             trial.set_user_attr("error", f"{type(error).__name__}: {error}")
             raise
+
+
+def objective_value(values: list[float], objective: str, direction: str) -> float:
+    """A trial's value from its evaluations in order: the last, or the best (the largest when maximizing)."""
+    if objective == "last":
+        return values[-1]
+    return max(values) if direction == "maximize" else min(values)
 
 
 def trial_config(base: dict[str, Any], space: SearchSpace, params: dict[str, Any]) -> dict[str, Any]:

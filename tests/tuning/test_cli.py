@@ -11,7 +11,8 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from lightning_rl.tuning.cli import counted_trials, main, trial_config, tune
+import lightning_rl.tuning.cli as tune_cli
+from lightning_rl.tuning.cli import counted_trials, main, objective_value, trial_config, tune
 from lightning_rl.tuning.space import load_space, parse_space
 
 EVAL = "lightning_rl.callbacks.EvaluationCallback"
@@ -173,6 +174,31 @@ def test_only_finished_running_and_errored_trials_count_toward_n_trials():
     study.ask()  # RUNNING: the WAITING one, now taken by a process
     # COMPLETE, PRUNED, FAIL with an error, RUNNING; not the FAIL without one (interrupted or its process died).
     assert counted_trials(study) == 4
+
+
+def test_the_objective_is_the_best_or_the_last_evaluation():
+    values = [1.0, 3.0, 2.0]
+    assert objective_value(values, "best", "maximize") == 3.0
+    assert objective_value(values, "best", "minimize") == 1.0
+    assert objective_value(values, "last", "maximize") == 2.0
+    assert objective_value(values, "last", "minimize") == 2.0
+
+
+def test_an_interrupted_trial_stops_the_study_and_is_redone_on_resume(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune_cli, "fit_in_process", interrupted)
+    assert main(args(tmp_path, "--n_trials", "1", "--pruner", "none")) == 1
+    assert "interrupted; run the same command again to resume" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    assert main(args(tmp_path, "--n_trials", "1", "--pruner", "none")) == 0
+    trials = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 's.db'}").trials
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
+    assert "error" not in trials[0].user_attrs
 
 
 def test_trial_config_adds_evaluation_only_when_the_config_has_none():
