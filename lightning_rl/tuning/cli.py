@@ -386,7 +386,7 @@ def fit_in_process(config_path: Path, workdir: Path, callbacks: list[pl.Callback
             os.environ[RUN_DIR_ENV] = previous_run
     callbacks = cli.trainer.callbacks  # type: ignore[attr-defined]
     if any(isinstance(c, RunDirectoryCallback) and c.exit_code == 1 for c in callbacks):
-        raise KeyboardInterrupt  # Ctrl-C: the run saved last.ckpt and stopped early
+        raise KeyboardInterrupt("stopped by Ctrl-C (last.ckpt saved)")
     return cli
 
 
@@ -496,9 +496,14 @@ def summary(study: optuna.Study, out: Path | None) -> str:
             step = max(t.intermediate_values)
             value = f"({t.intermediate_values[step]:.2f})"
         params = " ".join(f"{k.rsplit('.', 1)[-1]}={_short(v)}" for k, v in t.params.items())
-        error = f"  error: {t.user_attrs['error']}" if "error" in t.user_attrs else ""
+        if "error" in t.user_attrs:
+            note = f"  error: {t.user_attrs['error']}"
+        elif t.state == TrialState.FAIL:
+            note = "  (interrupted, or its process died: not counted, done again)"
+        else:
+            note = ""
         lines.append(f"{t.number:>5}  {t.state.name:<8}  {value:>9}  {t.user_attrs.get('env_steps', '-'):>9}  "
-                     f"{params}{error}")
+                     f"{params}{note}")
     if out is not None:
         best = study.best_trial
         lines.append(f"best: trial {best.number}, value {best.value:.2f}")
