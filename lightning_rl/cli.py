@@ -479,7 +479,9 @@ def check_env_command(argv: list[str]) -> int:
 SHUTDOWN_TIMEOUT_S = 30.0
 
 #: Subcommands outside LightningCLI: name -> (module whose ``main(argv) -> int`` runs it, the extra it needs).
-TOOL_COMMANDS: dict[str, tuple[str, str | None]] = {}
+TOOL_COMMANDS: dict[str, tuple[str, str | None]] = {
+    "tune": ("lightning_rl.tuning.cli", "tune"),
+}
 
 
 def run_tool_command(name: str, argv: list[str]) -> int:
