@@ -30,6 +30,7 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -546,6 +547,33 @@ def play_target_args(target: str) -> list[str]:
     return ["--model", json.dumps(config), "--ckpt_path", str(ckpt)]
 
 
+def make_cli(args: list[str] | None, callbacks: Sequence[pl.Callback] = ()) -> RLCLI:
+    """LightningCLI as ``lightning-rl`` builds it, run on ``args`` (None: ``sys.argv[1:]``), with
+    ``callbacks`` appended to the trainer's after the config's own (``lightning-rl tune`` adds its
+    pruning callback this way)."""
+    cli_class = RLCLI
+    if callbacks:
+        extra = list(callbacks)
+
+        class _WithCallbacks(RLCLI):
+            def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
+                trainer = super().instantiate_trainer(**kwargs)
+                trainer.callbacks.extend(extra)  # type: ignore[attr-defined]
+                return trainer
+
+        cli_class = _WithCallbacks
+    return cli_class(
+        RLModule,
+        trainer_class=RLTrainer,
+        subclass_mode_model=True,
+        save_config_kwargs={"overwrite": True},
+        # One logged point per sampler iteration (a rollout, or an off-policy sampler batch).
+        trainer_defaults={"max_epochs": -1, "log_every_n_steps": 1},
+        parser_kwargs={"description": DESCRIPTION, "formatter_class": RawDescriptionFormatter},
+        args=args,
+    )
+
+
 def main(args: list[str] | None = None) -> None:
     """Entry point of ``lightning-rl`` (``args`` replaces ``sys.argv[1:]``, for tests)."""
     # Import the algorithm packages so `--model PPO` and class_path names resolve.
@@ -574,16 +602,7 @@ def main(args: list[str] | None = None) -> None:
     torch.set_float32_matmul_precision("high")
     for message in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
-    cli = RLCLI(
-        RLModule,
-        trainer_class=RLTrainer,
-        subclass_mode_model=True,
-        save_config_kwargs={"overwrite": True},
-        # One logged point per sampler iteration (a rollout, or an off-policy sampler batch).
-        trainer_defaults={"max_epochs": -1, "log_every_n_steps": 1},
-        parser_kwargs={"description": DESCRIPTION, "formatter_class": RawDescriptionFormatter},
-        args=cli_args,
-    )
+    cli = make_cli(cli_args)
     for callback in getattr(getattr(cli, "trainer", None), "callbacks", []):
         if isinstance(callback, RunDirectoryCallback) and callback.exit_code:
             raise SystemExit(callback.exit_code)  # stopped by Ctrl-C: last.ckpt saved, status 1

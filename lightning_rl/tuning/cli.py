@@ -332,32 +332,16 @@ def check_config(config: dict[str, Any], study_dir: Path) -> dict[str, Any]:
 def make_cli(args: list[str], callbacks: list[pl.Callback] | None = None) -> RLCLI:
     """LightningCLI as ``lightning-rl`` builds it (:func:`lightning_rl.cli.main`), run on ``args``,
     with ``callbacks`` appended to the trainer's (after the config's own)."""
-    from lightning_rl.algos.base import RLModule
-    from lightning_rl.cli import QUIET_WARNINGS, RLCLI, RawDescriptionFormatter, RLTrainer
+    from lightning_rl.cli import QUIET_WARNINGS, RLCLI
+    from lightning_rl.cli import make_cli as make_lightning_rl_cli
 
-    extra = list(callbacks or [])
-
-    class TrialCLI(RLCLI):
-        def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
-            trainer = super().instantiate_trainer(**kwargs)
-            trainer.callbacks.extend(extra)  # type: ignore[attr-defined]
-            return trainer
-
-    TrialCLI._argv = list(args)
+    RLCLI._argv = list(args)
     with warnings.catch_warnings():
         for message in QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=message)
         # LightningCLI warns when args differ from sys.argv; here they are meant to (sys.argv is tune's).
         warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter is intended.*")
-        return TrialCLI(
-            RLModule,
-            trainer_class=RLTrainer,
-            subclass_mode_model=True,
-            save_config_kwargs={"overwrite": True},
-            trainer_defaults={"max_epochs": -1, "log_every_n_steps": 1},
-            parser_kwargs={"formatter_class": RawDescriptionFormatter},
-            args=args,
-        )
+        return make_lightning_rl_cli(args, callbacks or ())
 
 
 def fit_in_process(config_path: Path, workdir: Path, callbacks: list[pl.Callback]) -> RLCLI:
