@@ -70,7 +70,7 @@ def _check_actions(name: str, got: np.ndarray, expected: np.ndarray) -> None:
     )
     if not same:
         raise RuntimeError(
-            f"export: {name} does not reproduce the agent's actions (shape {got.shape} vs {expected.shape}; "
+            f"{name} does not reproduce the agent's actions (shape {got.shape} vs {expected.shape}; "
             f"{'exactly' if discrete else f'atol {ATOL}'}): the file was written but is not trustworthy"
         )
 
@@ -148,7 +148,7 @@ def export_agent(
     """
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
-        raise ValueError(f"export: format {bad or formats} is not one of {sorted(FORMATS)}")
+        raise ValueError(f"format {bad or formats} is not one of {sorted(FORMATS)}")
     # Every optional package first, so that a missing one stops the export before any file is written.
     from safetensors.torch import load_file, save_file
 
@@ -157,7 +157,7 @@ def export_agent(
         import onnxruntime  # noqa: F401
         import onnxscript  # noqa: F401  (torch.onnx's dynamo exporter needs it)
     if not name or "/" in name or name in (".", ".."):
-        raise ValueError(f"export: name={name!r} must be a plain file stem")
+        raise ValueError(f"name={name!r} must be a plain file stem")
     policy, meaning = policy_of(agent)
     spaces = agent.env_spaces
     example = torch.from_numpy(sample_observations(spaces.observation, 2, seed=1))
@@ -178,7 +178,7 @@ def export_agent(
     save_file(state, str(weights), metadata={"agent": type(agent).__name__, "kind": policy.kind})
     loaded = load_file(str(weights))
     if loaded.keys() != state.keys() or not all(torch.equal(loaded[k], v) for k, v in state.items()):
-        raise RuntimeError(f"export: {weights} does not load back to the policy's weights")
+        raise RuntimeError(f"{weights} does not load back to the policy's weights")
     written["safetensors"] = weights
     action_shape = ["batch", *spaces.action.shape]
     info = {

@@ -106,16 +106,16 @@ def policy_of(agent: Any) -> tuple[DeterministicPolicy, str]:
 
     name = type(agent).__name__
     if getattr(agent, "model", None) is None or getattr(agent, "env_spaces", None) is None:
-        raise ValueError(f"export: the agent {name} is not initialized (no network built from the env's spaces)")
+        raise ValueError(f"the agent {name} is not initialized (no network built from the env's spaces)")
     if getattr(agent, "recurrent", False) or is_recurrent_model(agent.model):
         raise ValueError(
-            f"export: {name} is recurrent (an LSTM policy): its action depends on an LSTM state carried between "
+            f"{name} is recurrent (an LSTM policy): its action depends on an LSTM state carried between "
             "steps, and this exporter writes feed-forward policies only (observation -> action)"
         )
     spaces = agent.env_spaces
     if isinstance(spaces.observation, Composite) or isinstance(spaces.action, Composite):
         raise ValueError(
-            f"export: {name} has dict/tuple observations or actions ({spaces.observation!r} -> {spaces.action!r}); "
+            f"{name} has dict/tuple observations or actions ({spaces.observation!r} -> {spaces.action!r}); "
             "the exported policy takes one observation array and returns one action array"
         )
     model = copy.deepcopy(agent.model).cpu().eval().requires_grad_(False)
@@ -131,7 +131,7 @@ def policy_of(agent: Any) -> tuple[DeterministicPolicy, str]:
     if isinstance(agent, CategoricalPgAgent):
         if spaces.action.shape != ():
             raise ValueError(
-                f"export: {name} acts in {spaces.action!r}; only a Discrete action space (a scalar IntBox) is "
+                f"{name} acts in {spaces.action!r}; only a Discrete action space (a scalar IntBox) is "
                 "exported, not MultiDiscrete or MultiBinary"
             )
         return DeterministicPolicy(model, "argmax"), "argmax of the policy's action probabilities"
@@ -146,7 +146,7 @@ def policy_of(agent: Any) -> tuple[DeterministicPolicy, str]:
     if isinstance(agent, DdpgAgent):
         return DeterministicPolicy(model, "scaled", **bounds), "mu of the policy, scaled to the bounds"
     raise ValueError(
-        f"export: no deterministic policy known for the agent {name}; exported are CategoricalPgAgent, "
+        f"no deterministic policy known for the agent {name}; exported are CategoricalPgAgent, "
         "GaussianPgAgent, DqnAgent, CatDqnAgent, DdpgAgent, Td3Agent and SacAgent (feed-forward)"
     )
 

@@ -18,7 +18,7 @@ from lightning_rl.agents import CategoricalPgAgent, DqnAgent, R2d1Agent
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.envs.base import EnvSpaces
 from lightning_rl.export import export_agent, policy_of
-from lightning_rl.spaces import IntBox
+from lightning_rl.spaces import IntBox, from_gymnasium
 from tests.export.agents import AGENTS, VECTOR, agent_actions, assert_actions, make_agent, sample
 
 # torch 2.13 marks torch.jit deprecated; the TorchScript files are still loaded with it here.
@@ -78,6 +78,16 @@ def test_unsupported_agents_are_refused_with_the_reason(agent, action, match, tm
     with pytest.raises(ValueError, match=match):
         export_agent(built, tmp_path, ["onnx"])
     assert not list(tmp_path.iterdir())  # refused before writing anything
+
+
+def test_dict_observations_are_refused(tmp_path):
+    from gymnasium import spaces
+
+    observation = from_gymnasium(spaces.Dict({"position": spaces.Box(-1.0, 1.0, (2,)), "goal": spaces.Discrete(3)}))
+    agent = CategoricalPgAgent(hidden_sizes=(8,))
+    agent.initialize(EnvSpaces(observation, IntBox(0, 2)))
+    with pytest.raises(ValueError, match="CategoricalPgAgent has dict/tuple observations"):
+        export_agent(agent, tmp_path, ["onnx"])
 
 
 def test_an_agent_family_without_a_known_deterministic_policy_is_refused():
