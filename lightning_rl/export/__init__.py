@@ -49,6 +49,7 @@ from lightning_rl.export.policy import (
     reference_actions,
     sample_observations,
 )
+from lightning_rl.models.normalization import RunningMeanStdModel
 
 __all__ = [
     "FORMATS", "DeterministicPolicy", "export_agent", "load_agent", "main", "policy_of", "reference_actions",
@@ -187,7 +188,7 @@ def export_agent(
         "policy": {
             "agent": f"{type(agent).__module__}.{type(agent).__qualname__}",
             "action": meaning,
-            "observation_normalization": any(m.__class__.__name__ == "RunningMeanStdModel" for m in policy.modules()),
+            "observation_normalization": any(isinstance(m, RunningMeanStdModel) for m in policy.modules()),
             "input": {"name": "observation", "shape": ["batch", *spaces.observation.shape],
                       "dtype": str(input_dtype(spaces.observation))},
             "output": {"name": "action", "shape": action_shape, "dtype": str(expected.dtype)},
@@ -275,7 +276,9 @@ def main(argv: list[str]) -> int:
         written file does not reproduce the agent's actions.
     """
     parser = argparse.ArgumentParser(
-        prog="lightning-rl export", description=__doc__.split("\n\n")[0] if __doc__ else None
+        prog="lightning-rl export",
+        description="Write a trained agent's deterministic policy as TorchScript and/or ONNX, plus its weights "
+        "(safetensors) and spaces.yaml; every file is loaded back and checked against the agent's actions.",
     )
     parser.add_argument("target", help="a .ckpt, a run directory (its best.ckpt, else last.ckpt) or a run group")
     parser.add_argument("--format", nargs="+", required=True, choices=sorted(FORMATS), help="one or both")
