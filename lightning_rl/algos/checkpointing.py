@@ -25,6 +25,7 @@ import os
 import pickle
 import random
 import uuid
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -273,7 +274,13 @@ def load_data(path: str | os.PathLike[str], map_location: Any = "cpu") -> Any:
     containers is refused with a ``ValueError`` naming it, and nothing in it runs."""
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as error:
+    except Exception as error:
+        if os.path.isfile(path) and not zipfile.is_zipfile(path):
+            # torch.save has written zip archives since torch 1.6; a file that fails to load and is
+            # none is not a checkpoint (a text file, a truncated download, another tool's format).
+            raise ValueError(f"{os.fspath(path)} is not a torch checkpoint (not a torch.save zip archive)") from None
+        if not isinstance(error, pickle.UnpicklingError):
+            raise
         raise ValueError(
             f"refusing to load {os.fspath(path)}: it holds Python objects that loading would have to "
             f"unpickle (running code the file names); lightning_rl reads checkpoints as data only. "

@@ -197,3 +197,10 @@ def test_torch_is_new_enough_for_weights_only_loading():
     from packaging.version import Version
 
     assert Version(torch.__version__.split("+")[0]) >= Version("2.10")
+
+
+def test_a_file_that_is_no_checkpoint_at_all_is_named_as_such(tmp_path):
+    path = tmp_path / "notes.ckpt"
+    path.write_text("a text file saved with the wrong name\n")
+    with pytest.raises(ValueError, match=r"notes\.ckpt is not a torch checkpoint \(not a torch\.save zip archive\)"):
+        load_data(path)
