@@ -118,6 +118,7 @@ def submit_grid(
     array: bool = True,
     array_parallelism: int | None = None,
     name: str = "lightning-rl",
+    python: str = sys.executable,
 ) -> list[submitit.Job[Any]]:
     """Submit the variants that are not ``done`` through a submitit ``AutoExecutor``.
 
@@ -133,6 +134,7 @@ def submit_grid(
         array: One job array (``executor.map_array``); False: one job per variant.
         array_parallelism: The most array tasks running at once (Slurm's ``%N``).
         name: The jobs' name.
+        python: The interpreter the jobs run ``lightning_rl.cli`` with (the same path on the nodes).
 
     Returns:
         The submitted jobs, in the order of the variants left to run.
@@ -157,7 +159,7 @@ def submit_grid(
     if mem_gb is not None:
         parameters["mem_gb"] = mem_gb
     executor.update_parameters(**parameters)
-    job = VariantJob(threads=cpus_per_task, timeout_s=time_min * 60.0)
+    job = VariantJob(threads=cpus_per_task, timeout_s=time_min * 60.0, python=python)
     if array:
         return list(executor.map_array(job, todo))
     return [executor.submit(job, d) for d in todo]

@@ -34,6 +34,7 @@ import itertools
 import json
 import math
 import re
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -310,13 +311,18 @@ def resolve_config(config: str | Path) -> str:
     from lightning_rl.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(["fit", "--config", str(config), "--print_config"])
-        except SystemExit as stop:
-            if stop.code not in (0, None):
-                message = err.getvalue().strip().splitlines()
-                raise ValueError(message[-1] if message else f"{config} does not parse") from None
+    argv = sys.argv
+    # Given as sys.argv, so LightningCLI does not warn about arguments of the launcher's own command line.
+    sys.argv = [argv[0], "fit", "--config", str(config), "--print_config"]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            message = err.getvalue().strip().splitlines()
+            raise ValueError(message[-1] if message else f"{config} does not parse") from None
+    finally:
+        sys.argv = argv
     return out.getvalue()
 
 
