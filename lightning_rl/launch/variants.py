@@ -275,7 +275,7 @@ def dotted_keys(tree: Any, prefix: str = "") -> Iterator[str]:
 
 
 def _unknown_key_error(key: str, known: Sequence[str], base: Path) -> ValueError:
-    close = difflib.get_close_matches(key, known, n=5, cutoff=0.6)
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.85)  # shared dotted prefixes score high
     last = key.rsplit(".", 1)[-1]
     close += [k for k in known if k.rsplit(".", 1)[-1] == last and k not in close][:5]
     hint = f"; close keys: {', '.join(close)}" if close else ""
