@@ -481,6 +481,7 @@ SHUTDOWN_TIMEOUT_S = 30.0
 
 #: Subcommands outside LightningCLI: name -> (module whose ``main(argv) -> int`` runs it, the extra it needs).
 TOOL_COMMANDS: dict[str, tuple[str, str | None]] = {
+    "launch": ("lightning_rl.launch.cli", None),
     "tune": ("lightning_rl.tuning.cli", "tune"),
     "export": ("lightning_rl.export", "export"),
 }

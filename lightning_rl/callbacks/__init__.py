@@ -18,6 +18,7 @@ __all__ = [
     "summarize_trajectories",
 ]
 from lightning_rl.callbacks.run_directory import RunDirectoryCallback
+from lightning_rl.callbacks.snapshots import SNAPSHOT_MODES, snapshot_callbacks
 from lightning_rl.callbacks.utilization import UtilizationCallback
 
-__all__ += ["RunDirectoryCallback", "UtilizationCallback"]
+__all__ += ["SNAPSHOT_MODES", "RunDirectoryCallback", "UtilizationCallback", "snapshot_callbacks"]
