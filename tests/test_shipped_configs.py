@@ -19,12 +19,10 @@ import yaml
 
 from lightning_rl.algos.base import RLModule
 from lightning_rl.cli import RLCLI, RLTrainer, main
+from tests.shipped import shipped_configs
 
 ROOT = Path(__file__).resolve().parents[1]
-# configs/grids/ holds grid files of `lightning-rl launch` (a base config and levels), not configs.
-CONFIGS = sorted(
-    str(p.relative_to(ROOT / "configs")) for p in (ROOT / "configs").glob("*/*.yaml") if p.parent.name != "grids"
-)
+CONFIGS = [str(p.relative_to(ROOT / "configs")) for p in shipped_configs()]
 #: Env steps of the shrunk runs: four sampler iterations of 16 x 2.
 BUDGET = 128
 

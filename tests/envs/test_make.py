@@ -91,12 +91,12 @@ def test_ale_v5_ids_keep_gymnasiums_sticky_actions_unless_told_otherwise():
 
 
 def test_every_shipped_atari_config_says_which_sticky_actions_it_uses():
-    from pathlib import Path
 
     import yaml
 
-    root = Path(__file__).resolve().parents[2] / "configs"
-    configs = sorted(p for p in root.glob("*/*.yaml") if p.parent.name != "grids")  # grids/: launch's grid files
+    from tests.shipped import shipped_configs
+
+    configs = shipped_configs()
     atari = 0
     for path in configs:
         sampler = yaml.safe_load(path.read_text())["model"]["init_args"]["sampler"]["init_args"]

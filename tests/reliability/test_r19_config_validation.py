@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from lightning_rl.cli import main
+from tests.shipped import shipped_configs
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = sorted(str(p) for p in (ROOT / "configs").glob("*/*.yaml") if p.parent.name != "grids")  # not grid files
+CONFIGS = [str(p) for p in shipped_configs()]
 
 
 def print_config(capsys: pytest.CaptureFixture[str], *args: str) -> str:
