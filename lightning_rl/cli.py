@@ -469,7 +469,9 @@ def check_env_command(argv: list[str]) -> int:
 
 
 #: Subcommands outside LightningCLI: name -> (module whose ``main(argv) -> int`` runs it, the extra it needs).
-TOOL_COMMANDS: dict[str, tuple[str, str | None]] = {}
+TOOL_COMMANDS: dict[str, tuple[str, str | None]] = {
+    "results": ("lightning_rl.results.cli", None),
+}
 
 
 def run_tool_command(name: str, argv: list[str]) -> int:
