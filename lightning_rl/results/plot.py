@@ -14,11 +14,15 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lightning_rl.results import stats
 from lightning_rl.results.cli import RunRow, Summary
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def common_grid(rows: list[RunRow], metric: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -38,20 +42,14 @@ def common_grid(rows: list[RunRow], metric: str) -> tuple[np.ndarray, np.ndarray
     return grid, values
 
 
-def plot_summary(
-    summary: Summary, path: str | os.PathLike, confidence: float = 0.95, reps: int = 1000, seed: int = 0
-) -> Path:
-    """Write the learning curves of ``summary`` to ``path`` as a PNG.
+def make_figure(summary: Summary, confidence: float = 0.95, reps: int = 1000, seed: int = 0) -> Figure:
+    """The learning curves of ``summary`` as a matplotlib ``Figure`` (not shown, not saved).
 
     Args:
         summary: From :func:`~lightning_rl.results.cli.summarize`; each table's ``metric`` is plotted.
-        path: The PNG to write (parent directories are created).
         confidence: Coverage of the bands.
         reps: Bootstrap replicates per band.
         seed: Seed of the bootstrap generator.
-
-    Returns:
-        The path written.
 
     Raises:
         ValueError: If ``summary`` has no table.
@@ -90,6 +88,28 @@ def plot_summary(
     for ax in axes[count:]:
         ax.set_visible(False)
     figure.suptitle(f"mean across seeds, {100 * confidence:g}% bootstrap band")
+    return figure
+
+
+def plot_summary(
+    summary: Summary, path: str | os.PathLike, confidence: float = 0.95, reps: int = 1000, seed: int = 0
+) -> Path:
+    """Write the learning curves of ``summary`` (:func:`make_figure`) to ``path`` as a PNG.
+
+    Args:
+        summary: From :func:`~lightning_rl.results.cli.summarize`.
+        path: The PNG to write (parent directories are created).
+        confidence: Coverage of the bands.
+        reps: Bootstrap replicates per band.
+        seed: Seed of the bootstrap generator.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ValueError: If ``summary`` has no table.
+    """
+    figure = make_figure(summary, confidence=confidence, reps=reps, seed=seed)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", dpi=100)
