@@ -87,6 +87,21 @@ def test_resumed_run_reads_as_one_curve_and_sums_segment_wall_times(tmp_path):
     assert run.env_steps == 500
 
 
+def test_points_logged_after_the_resumed_checkpoint_are_dropped(tmp_path):
+    run_dir = tmp_path / "run"
+    write_config(run_dir)
+    tag = "train/return_mean"
+    # Killed after logging step 400 with its last checkpoint at 300; the resume logged 300 and was stopped
+    # again: step 400 of the first attempt belongs to no curve the resumed run continues.
+    write_events_file(run_dir / "events.out.tfevents.1", 1000.0,
+                      [(tag, s, 1000.0 + s / 10, float(s)) for s in (100, 200, 300, 400)])
+    write_events_file(run_dir / "events.out.tfevents.2", 2000.0, [(tag, 300, 2010.0, -3.0)])
+    run = read_run(run_dir)
+    np.testing.assert_array_equal(run.scalars[tag].steps, [100, 200, 300])
+    np.testing.assert_allclose(run.scalars[tag].values, [100.0, 200.0, -3.0])
+    assert run.env_steps == 300
+
+
 def _started_at(timestamp: float) -> str:
     return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -99,6 +114,10 @@ def test_run_info_start_extends_only_the_latest_segment(tmp_path):
     # The resumed process started 5 s before its logger's first event (building its envs).
     (run_dir / "run_info.yaml").write_text(yaml.safe_dump({"started_at": _started_at(1995.0)}))
     assert read_run(run_dir).wall_time_s == pytest.approx(40.0 + 35.0)
+    # started_at has whole seconds only: where it reads later than the logger's first event, that event
+    # is the start.
+    (run_dir / "run_info.yaml").write_text(yaml.safe_dump({"started_at": _started_at(2002.0)}))
+    assert read_run(run_dir).wall_time_s == pytest.approx(40.0 + 30.0)
     # A started_at before the first segment ended cannot be the latest segment's start: ignored.
     (run_dir / "run_info.yaml").write_text(yaml.safe_dump({"started_at": _started_at(1020.0)}))
     assert read_run(run_dir).wall_time_s == pytest.approx(40.0 + 30.0)
