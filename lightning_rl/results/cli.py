@@ -379,20 +379,23 @@ def print_rich(summary: Summary, file: Any = None) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``lightning-rl results``."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description=__doc__.split("\n\n", 1)[0] if __doc__ else None,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog=PROG,
+        description="A table per (algorithm, env) of the runs under a directory: final and best return per "
+        "seed, then per variant the mean, the IQM and its bootstrap confidence interval across seeds.",
     )
-    parser.add_argument("dir", help="a directory tree holding runs (a grid, runs/, one run)")
+    parser.add_argument("dir", help="a directory tree holding runs (a grid, runs/, one run directory)")
     parser.add_argument(
         "--metric", default=None,
-        help=f"scalar tag to report (default {DEFAULT_METRIC}, else {FALLBACK_METRIC} where no run evaluated)",
+        help=f"scalar tag to report; default {DEFAULT_METRIC}, or {FALLBACK_METRIC} for an (algorithm, env) "
+        "whose runs did not evaluate",
     )
     parser.add_argument("--plot", default=None, metavar="OUT.png",
                         help="also write learning curves to this PNG (needs the plot extra: matplotlib)")
     parser.add_argument("--format", default="table", choices=FORMATS,
-                        help="table: Rich on a terminal, plain text otherwise; csv and markdown for files")
-    parser.add_argument("--confidence", type=float, default=0.95, help="confidence level of the IQM intervals")
-    parser.add_argument("--reps", type=int, default=2000, help="bootstrap replicates per interval")
+                        help="table (default): Rich on a terminal, plain text otherwise; csv and markdown for files")
+    parser.add_argument("--confidence", type=float, default=0.95,
+                        help="confidence level of the IQM intervals (default 0.95)")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap replicates per interval (default 2000)")
     return parser
 
 
