@@ -484,6 +484,7 @@ TOOL_COMMANDS: dict[str, tuple[str, str | None]] = {
     "launch": ("lightning_rl.launch.cli", None),
     "tune": ("lightning_rl.tuning.cli", "tune"),
     "export": ("lightning_rl.export", "export"),
+    "results": ("lightning_rl.results.cli", None),
 }
 
 
