@@ -513,7 +513,10 @@ file's gen_params(cpanel) (lightning_rl.params) and uses the config it returns, 
   lightning-rl fit --params configs/params/ppo_mujoco.py --cpanel '{"lr": 1e-4, "env": "Hopper-v5"}'
 Runs go to runs/<algo>_<env>/<date-time>[_<run_name>]/ (config.yaml, checkpoints/, TensorBoard, videos/).
 Play a run without restating its config: lightning-rl play <run_dir | group_dir | checkpoint> [--video_folder DIR].
-Check an env: lightning-rl check-env <env_id>."""
+Check an env: lightning-rl check-env <env_id>.
+Beyond one run (each has its own --help): lightning-rl launch <grid.yaml> (grids of configs x seeds),
+results <dir> (tables and curves across seeds), tune <config> <space.yaml> (Optuna; extra `tune`),
+export <ckpt | run_dir> (TorchScript/ONNX; extra `export`)."""
 
 
 #: Warnings a user of the CLI can do nothing about, each with the reason (all others stay visible).
