@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
+import pickle
 import types
+import zipfile
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["UnsafeStateError", "copy_into", "decode", "encode", "env_state", "load_env_state"]
+__all__ = ["UnsafeStateError", "copy_into", "decode", "encode", "env_state", "load_data", "load_env_state"]
 
 # numpy bit generators a stored state may name; anything else is refused on decode.
 _BIT_GENERATORS = {"PCG64": np.random.PCG64, "PCG64DXSM": np.random.PCG64DXSM, "MT19937": np.random.MT19937,
@@ -283,3 +286,22 @@ def _set_mujoco_state(layer: Any, state: np.ndarray) -> None:
 
     mujoco.mj_setState(layer.model, layer.data, state, mujoco.mjtState.mjSTATE_INTEGRATION)
     mujoco.mj_forward(layer.model, layer.data)
+
+
+def load_data(path: str | os.PathLike[str], map_location: Any = "cpu") -> Any:
+    """``torch.load(path, weights_only=True)``; a file holding anything but tensors and plain
+    containers is refused with a ``ValueError`` naming it, and nothing in it runs."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as error:
+        if os.path.isfile(path) and not zipfile.is_zipfile(path):
+            # torch.save has written zip archives since torch 1.6; a file that fails to load and is
+            # none is not a checkpoint (a text file, a truncated download, another tool's format).
+            raise ValueError(f"{os.fspath(path)} is not a torch checkpoint (not a torch.save zip archive)") from None
+        if not isinstance(error, pickle.UnpicklingError):
+            raise
+        raise ValueError(
+            f"refusing to load {os.fspath(path)}: it holds Python objects that loading would have to "
+            f"unpickle (running code the file names); lightning_rl reads checkpoints as data only. "
+            f"Loader said: {str(error).splitlines()[0]}"
+        ) from None

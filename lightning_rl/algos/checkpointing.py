@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import glob
 import os
-import pickle
 import random
 import uuid
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,7 @@ from lightning_fabric.plugins import CheckpointIO, TorchCheckpointIO
 from pytorch_lightning.utilities import rank_zero_warn
 
 from lightning_rl.data.arrays import non_finite_keys
-from lightning_rl.safe_state import decode, encode
+from lightning_rl.safe_state import decode, encode, load_data
 
 CHECKPOINT_KEY = "lightning_rl"
 #: Where a module puts its replay's state for :class:`RLCheckpointIO` to move into the side file.
@@ -184,10 +182,9 @@ def _world_size(module: Any) -> int:
 
 def _warn_world_size_change(module: Any, ours: dict[str, Any]) -> None:
     """Say what resuming on another number of processes means (README, "Under DDP")."""
-    saved, now = ours.get("world_size"), _world_size(module)
+    saved, now, env_steps = ours.get("world_size"), _world_size(module), int(module.train_state.env_steps)
     if saved is None or int(saved) == now:
         return
-    env_steps = int(module.train_state.env_steps)
     replay = " and rank 0's replay" if getattr(module, "replay", None) is not None else ""
     rank_zero_warn(
         f"this checkpoint was written by {saved} processes and resumes on {now}: every rank continues from "
@@ -267,25 +264,6 @@ def _initialize_agent(module: Any, run: dict[str, Any] | None) -> None:
     B = sampler.batch_spec.B
     # Agents that pair envs (the alternating ones) need the env ranks of rank 0.
     agent.initialize(spaces, global_B=B, env_ranks=list(range(B)))
-
-
-def load_data(path: str | os.PathLike[str], map_location: Any = "cpu") -> Any:
-    """``torch.load(path, weights_only=True)``; a file holding anything but tensors and plain
-    containers is refused with a ``ValueError`` naming it, and nothing in it runs."""
-    try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as error:
-        if os.path.isfile(path) and not zipfile.is_zipfile(path):
-            # torch.save has written zip archives since torch 1.6; a file that fails to load and is
-            # none is not a checkpoint (a text file, a truncated download, another tool's format).
-            raise ValueError(f"{os.fspath(path)} is not a torch checkpoint (not a torch.save zip archive)") from None
-        if not isinstance(error, pickle.UnpicklingError):
-            raise
-        raise ValueError(
-            f"refusing to load {os.fspath(path)}: it holds Python objects that loading would have to "
-            f"unpickle (running code the file names); lightning_rl reads checkpoints as data only. "
-            f"Loader said: {str(error).splitlines()[0]}"
-        ) from None
 
 
 class RLCheckpointIO(CheckpointIO):
