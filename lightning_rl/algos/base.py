@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any, cast
 
 import numpy as np
@@ -262,8 +263,10 @@ class RLModule(pl.LightningModule):
         update_step(self, optimizers, loss, clip_grad_norm, direct=self._direct)
 
     def optimize(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
-        """One counted update of one optimizer (:meth:`update_step`), timed as ``learner/update``."""
-        with self.profiler.profile("learner/update"):
+        """One counted update of one optimizer (:meth:`update_step`), timed as ``learner/update`` by a
+        profiler (the default no-op one is skipped: entering its context costs more than it seems)."""
+        profiler = self.profiler
+        with nullcontext() if type(profiler) is PassThroughProfiler else profiler.profile("learner/update"):
             self.update_step([optimizer], loss, clip_grad_norm)
         self.train_state.updates += 1
 
@@ -345,7 +348,7 @@ class RLModule(pl.LightningModule):
         refuse non-finite weights, so ``last.ckpt`` stays the last finite one (row 14).
         """
         params: list[torch.Tensor] = [p for p in self.parameters() if p.is_floating_point()]
-        if params and not bool(torch.isfinite(torch.stack(torch._foreach_norm(params))).all()):
+        if params and not torch.isfinite(torch.stack(torch._foreach_norm(params))).all().item():
             bad = non_finite_keys(dict(self.named_parameters()))
             raise FloatingPointError(
                 f"{type(self).__name__}: non-finite parameters after update {self.train_state.updates} "

@@ -3,6 +3,7 @@ fused Adam, a cheap gradient-norm clip, and per-update metrics averaged once per
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -160,7 +161,7 @@ def update_step(
     Raises:
         FloatingPointError: If ``loss`` is NaN or infinite (nothing is stepped).
     """
-    if not bool(torch.isfinite(loss)):
+    if not math.isfinite(loss.item()):  # one host read (a device sync on GPU, as bool() would be)
         # Before backward and step: the weights stay those of the last finite update.
         raise FloatingPointError(
             f"{type(module).__name__}: non-finite loss {float(loss)} at update {module.train_state.updates + 1} "
