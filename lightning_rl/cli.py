@@ -233,6 +233,11 @@ class RLCLI(LightningCLI):
         logger = TensorBoardLogger(
             save_dir=str(run_dir.parent.parent), name=run_dir.parent.name, version=run_dir.name,
             default_hp_metric=False,
+            # TensorBoard shows a run's scalars within seconds (its default is 120 s). It also bounds
+            # closing the writer after a Ctrl-C: an interrupt that lands inside the writer queue's
+            # Condition.notify can cost the writer thread its wake-up (CPython gh-92530), and closing
+            # then waits for the thread's next timed flush.
+            flush_secs=TENSORBOARD_FLUSH_S,
         )
         logger._rl_run_dir = True  # type: ignore[attr-defined]
         return logger
@@ -475,6 +480,9 @@ def check_env_command(argv: list[str]) -> int:
         print(f"  advice: {line}")
     return 0
 
+
+#: How often the run's TensorBoard writer flushes (seconds).
+TENSORBOARD_FLUSH_S = 5
 
 #: Seconds the ``lightning-rl`` process gives a failed or interrupted fit to shut down (RunDirectoryCallback).
 SHUTDOWN_TIMEOUT_S = 30.0
