@@ -11,6 +11,8 @@ under ``--trainer.strategy ddp --trainer.num_nodes 2``. Checked:
 * after the updates the parameters are equal on both ranks (and changed since the start);
 * logged metrics are reduced across ranks: both ranks end with the same ``callback_metrics``;
 * only rank 0 writes checkpoints and logs: node 1's directory stays empty;
+* prioritized replay keeps its priorities per rank: each rank's sum tree holds priorities for its
+  own 1,024 transitions at most, and the two trees differ;
 * the checkpoint resumes on a different world size (one process): the documented result for
   per-rank replays and counters (README, "Under DDP"): the resumed run gets rank 0's replay and rank
   0's counters, so its global env-step count restarts from one rank's share and a warning says so.
@@ -39,10 +41,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "configs" / "dqn" / "cartpole.yaml")
 SEED = 1  # configs/dqn/cartpole.yaml's seed_everything
-#: 2 ranks x 4 iterations of 256 env steps; 32 updates of batch 64 per iteration from 512 env steps on.
+#: 2 ranks x 4 iterations of 256 env steps; 32 updates of batch 64 per iteration from 512 env steps on;
+#: prioritized replay, whose priorities stay per rank (README, "Under DDP").
 SMALL = [
     "--model.init_args.total_env_steps", "2048", "--model.init_args.log_interval_steps", "512",
     "--model.init_args.min_steps_learn", "512", "--model.init_args.replay_ratio", "8",
+    "--model.init_args.prioritized_replay", "true",
     "--trainer.enable_progress_bar", "false",
 ]  # fmt: skip
 TIMEOUT_S = 240
@@ -60,10 +64,13 @@ class Record(pl.Callback):
     @staticmethod
     def _state(pl_module: Any) -> dict[str, Any]:
         replay = pl_module.replay
+        tree = replay.sampler.tree
         return {
             "env_steps": int(pl_module.train_state.env_steps),
             "global_env_steps": int(pl_module.global_env_steps),
             "replay_n_stored": None if replay is None else int(replay.n_stored),
+            "priority_total": float(tree.total),
+            "prioritized_slots": int((tree.leaves > 0).sum()),
             "params": torch.cat([p.detach().flatten() for p in pl_module.parameters()]).double().tolist(),
         }
 
@@ -204,6 +211,15 @@ def test_only_rank_0_writes_checkpoints_and_logs(two_nodes):
     assert any(n.startswith("events.out.tfevents.") for n in names)
 
 
+def test_prioritized_replay_priorities_stay_per_rank(two_nodes):
+    rank0, rank1 = two_nodes["records"]["fit_rank0"]["end"], two_nodes["records"]["fit_rank1"]["end"]
+    for end in (rank0, rank1):
+        # Only this rank's transitions have priorities (the newest n_step_return - 1 = 2 rows wait
+        # for their n-step targets), in a tree of this rank's capacity.
+        assert 0 < end["prioritized_slots"] <= end["replay_n_stored"] == 1024
+    assert rank0["priority_total"] != rank1["priority_total"]
+
+
 def test_a_two_rank_checkpoint_resumes_on_one_process_with_rank_0s_replay_and_counters(two_nodes):
     records = two_nodes["records"]
     resumed, rank0 = records["resume_rank0"], records["fit_rank0"]
@@ -214,6 +230,7 @@ def test_a_two_rank_checkpoint_resumes_on_one_process_with_rank_0s_replay_and_co
     assert resumed["first_observation"] == rank0["first_observation"]
     assert resumed["start"]["env_steps"] == 1024
     assert resumed["start"]["params"] == rank0["end"]["params"]
+    assert resumed["start"]["priority_total"] == rank0["end"]["priority_total"]  # rank 0's sum tree
     # One rank now: 1024 global env steps at the start, so 4 more iterations reach the 2048 budget.
     assert resumed["start"]["global_env_steps"] == 1024
     assert resumed["end"]["global_env_steps"] == 2048
