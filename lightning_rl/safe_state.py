@@ -297,7 +297,9 @@ def load_data(path: str | os.PathLike[str], map_location: Any = "cpu") -> Any:
         if os.path.isfile(path) and not zipfile.is_zipfile(path):
             # torch.save has written zip archives since torch 1.6; a file that fails to load and is
             # none is not a checkpoint (a text file, a truncated download, another tool's format).
-            raise ValueError(f"{os.fspath(path)} is not a torch checkpoint (not a torch.save zip archive)") from None
+            raise ValueError(
+                f"{os.fspath(path)} is not a checkpoint (torch.save writes a zip archive; this file is none)"
+            ) from None
         if not isinstance(error, pickle.UnpicklingError):
             raise
         raise ValueError(

@@ -34,7 +34,6 @@ import argparse
 import logging
 import sys
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -234,10 +233,7 @@ def load_agent(ckpt: Path) -> tuple[Any, dict[str, Any]]:
     from lightning_rl.algos.checkpointing import CHECKPOINT_KEY, load_data
     from lightning_rl.algos.loading import module_from_config
 
-    if not zipfile.is_zipfile(ckpt):
-        # torch.save writes a zip archive; anything else would only reach the loader's unpickling refusal.
-        raise ValueError(f"{ckpt} is not a checkpoint (torch.save writes a zip archive; this file is none)")
-    data = load_data(ckpt)
+    data = load_data(ckpt)  # names a file that is no torch.save archive, refuses one that needs unpickling
     ours = data.get(CHECKPOINT_KEY) if isinstance(data, dict) else None
     if not isinstance(ours, dict) or "state_dict" not in data:
         raise ValueError(f"{ckpt} was not written by a lightning_rl run (no '{CHECKPOINT_KEY}' entry)")

@@ -336,7 +336,7 @@ class VectorCollector:
         Returns:
             TrajInfos of the episodes that ended.
         """
-        samples, sb = self.samples, self.step_buffer
+        samples = self.samples
         assert samples is not None  # None only for evaluation
         action = samples.agent.action[t]
         observation = samples.env.observation[t]
@@ -357,11 +357,7 @@ class VectorCollector:
         agent_info = samples.agent.agent_info
         completed = self._account(observation, action, reward, raw_reward, done, traj_done, finals,
                                   None if agent_info is None else agent_info[t], env_info)
-        sb.prev_action[:] = action
-        sb.prev_reward[:] = reward
-        sb.prev_action[done] = 0
-        sb.prev_reward[done] = 0
-        sb.reset_agent[done] = True
+        self._carry_over(action, reward, done)
         return completed
 
     def step_eval(self) -> list[Any]:
@@ -375,12 +371,18 @@ class VectorCollector:
             env_info = [AtariEnvInfo(bool(truncated[b]), bool(terminated[b]), float(raw_reward[b]), bool(traj_done[b]))
                         for b in range(self.n)]
         completed = self._account(observation, action, reward, raw_reward, done, traj_done, finals, None, env_info)
+        self._carry_over(action, reward, done)
+        return completed
+
+    def _carry_over(self, action: np.ndarray, reward: np.ndarray, done: np.ndarray) -> None:
+        """The agent's next inputs: this step's action and reward, zeroed (and its state reset) where
+        an episode ended."""
+        sb = self.step_buffer
         sb.prev_action[:] = action
         sb.prev_reward[:] = reward
         sb.prev_action[done] = 0
         sb.prev_reward[done] = 0
         sb.reset_agent[done] = True
-        return completed
 
     def close(self) -> None:
         """Close the vector env."""

@@ -202,5 +202,6 @@ def test_torch_is_new_enough_for_weights_only_loading():
 def test_a_file_that_is_no_checkpoint_at_all_is_named_as_such(tmp_path):
     path = tmp_path / "notes.ckpt"
     path.write_text("a text file saved with the wrong name\n")
-    with pytest.raises(ValueError, match=r"notes\.ckpt is not a torch checkpoint \(not a torch\.save zip archive\)"):
+    message = r"notes\.ckpt is not a checkpoint \(torch\.save writes a zip archive; this file is none\)"
+    with pytest.raises(ValueError, match=message):
         load_data(path)
