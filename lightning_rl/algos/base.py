@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from contextlib import nullcontext
 from typing import Any, cast
 
 import numpy as np
@@ -39,6 +38,7 @@ from lightning_rl.algos.optim import (
     LRSchedulerCallable,
     OptimizerCallable,
     build_optimizer,
+    check_finite_parameters,
     clip_grad_norm_,
     direct_updates_safe,
     mean_metrics,
@@ -46,7 +46,6 @@ from lightning_rl.algos.optim import (
     step_lr_schedulers,
     update_step,
 )
-from lightning_rl.data.arrays import non_finite_keys
 from lightning_rl.data.buffers import buffer_to
 from lightning_rl.datasets.state import TrainState
 from lightning_rl.samplers.base import BaseSampler
@@ -116,6 +115,7 @@ class RLModule(pl.LightningModule):
         #: Allow the direct update path (see the module docstring); False forces Lightning's path.
         self.direct_updates = True
         self._direct = False
+        self._float_params: list[torch.Tensor] | None = None
         #: Off-policy algorithms compose a replay here (built in ``setup``, saved with checkpoints).
         self.replay_setup: ReplaySetup | None = None
         #: Off-policy algorithms: act uniformly before ``min_steps_learn`` (None: the agent decides).
@@ -247,6 +247,10 @@ class RLModule(pl.LightningModule):
 
     def on_train_start(self) -> None:
         self._direct = self.direct_updates and self.direct_updates_safe()
+        self._float_params = self.float_parameters()  # fixed during fit; listed once for row 14's check
+
+    def float_parameters(self) -> list[torch.Tensor]:
+        return [p for p in self.parameters() if p.is_floating_point()]
 
     def direct_updates_safe(self) -> bool:
         """Whether an update may bypass Lightning's hook dispatch without changing anything."""
@@ -266,8 +270,11 @@ class RLModule(pl.LightningModule):
         """One counted update of one optimizer (:meth:`update_step`), timed as ``learner/update`` by a
         profiler (the default no-op one is skipped: entering its context costs more than it seems)."""
         profiler = self.profiler
-        with nullcontext() if type(profiler) is PassThroughProfiler else profiler.profile("learner/update"):
+        if type(profiler) is PassThroughProfiler:
             self.update_step([optimizer], loss, clip_grad_norm)
+        else:
+            with profiler.profile("learner/update"):
+                self.update_step([optimizer], loss, clip_grad_norm)
         self.train_state.updates += 1
 
     def schedule_factor(self) -> float:
@@ -318,7 +325,8 @@ class RLModule(pl.LightningModule):
             return
         trainer = self.trainer
         values = {k: float(v) for k, v in (mean_over_ranks(trainer, metrics) if reduce else metrics).items()}
-        trainer.callback_metrics.update({k: torch.tensor(v) for k, v in values.items()})
+        tensors = torch.tensor(list(values.values())).unbind()  # one tensor op for all of them
+        trainer.callback_metrics.update(zip(values, tensors, strict=True))
         if trainer.is_global_zero:
             step = int(self.global_env_steps)
             for logger in trainer.loggers:
@@ -341,20 +349,9 @@ class RLModule(pl.LightningModule):
             self.trainer.should_stop = True
 
     def check_finite_parameters(self) -> None:
-        """Raise ``FloatingPointError`` naming the parameters that hold a NaN or an infinity.
-
-        Run after every training step (one sampler iteration): a finite loss can still give a
-        non-finite gradient or step (too high a learning rate). Training stops there; checkpoints
-        refuse non-finite weights, so ``last.ckpt`` stays the last finite one (row 14).
-        """
-        params: list[torch.Tensor] = [p for p in self.parameters() if p.is_floating_point()]
-        if params and not torch.isfinite(torch.stack(torch._foreach_norm(params))).all().item():
-            bad = non_finite_keys(dict(self.named_parameters()))
-            raise FloatingPointError(
-                f"{type(self).__name__}: non-finite parameters after update {self.train_state.updates} "
-                f"({self.global_env_steps} env steps): {bad[:5]}. Lower the learning rate or clip gradients "
-                "(clip_grad_norm); the last checkpoint holds the last finite weights"
-            )
+        """Raise ``FloatingPointError`` naming the parameters that hold a NaN or an infinity, after
+        every training step (:func:`~lightning_rl.algos.optim.check_finite_parameters`, row 14)."""
+        check_finite_parameters(self, self._float_params if self._float_params is not None else self.float_parameters())
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         save_module_state(self, checkpoint)

@@ -13,6 +13,8 @@ from pytorch_lightning.cli import OptimizerCallable
 from pytorch_lightning.plugins.precision import Precision
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
+from lightning_rl.data.arrays import non_finite_keys
+
 __all__ = [
     "LRSchedulerCallable",
     "OptimizerCallable",
@@ -20,6 +22,8 @@ __all__ = [
     "clip_grad_norm_",
     "direct_update",
     "direct_updates_safe",
+    "all_finite",
+    "check_finite_parameters",
     "mean_metrics",
     "step_lr_schedulers",
     "update_step",
@@ -85,12 +89,45 @@ def clip_grad_norm_(parameters: Sequence[torch.Tensor], max_norm: float) -> None
     torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
 
 
-def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "train/") -> dict[str, torch.Tensor]:
-    """Average per-update metric rows (each a ``[len(names)]`` tensor) into ``{prefix + name: value}``."""
+def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "train/") -> dict[str, float]:
+    """Average per-update metric rows (each a ``[len(names)]`` tensor) into ``{prefix + name: value}``
+    (one host read for all of them)."""
     if not rows:
         return {}
-    means = torch.stack(rows).mean(0)
+    means = torch.stack(rows).mean(0).tolist()
     return {prefix + name: means[i] for i, name in enumerate(names)}
+
+
+def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether no tensor holds a NaN or an infinity: one fused norm over all, one host read.
+
+    A NaN or an infinity anywhere makes the sum of the per-tensor norms non-finite; so does a norm
+    that overflows, which only weights near the dtype's largest value reach.
+    """
+    if not tensors:
+        return True
+    return math.isfinite(torch.stack(torch._foreach_norm(tensors)).sum().item())
+
+
+def check_finite_parameters(module: Any, params: Sequence[torch.Tensor]) -> None:
+    """Raise ``FloatingPointError`` naming ``module``'s parameters that hold a NaN or an infinity.
+
+    Run after every training step (one sampler iteration): a finite loss can still give a
+    non-finite gradient or step (too high a learning rate). Training stops there; checkpoints
+    refuse non-finite weights, so ``last.ckpt`` stays the last finite one (row 14).
+
+    Args:
+        module: The LightningModule (its named parameters, counters and name for the message).
+        params: Its floating-point parameters, listed once per fit (the check runs every step).
+    """
+    if all_finite(params):
+        return
+    bad = non_finite_keys(dict(module.named_parameters()))
+    raise FloatingPointError(
+        f"{type(module).__name__}: non-finite parameters after update {module.train_state.updates} "
+        f"({module.global_env_steps} env steps): {bad[:5]}. Lower the learning rate or clip gradients "
+        "(clip_grad_norm); the last checkpoint holds the last finite weights"
+    )
 
 
 def mean_over_ranks(trainer: Any, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +168,8 @@ def direct_update(optimizers: Sequence[Any], loss: torch.Tensor, clips: Sequence
     loss.backward()
     for inner, clip in zip(inners, clips, strict=True):
         if clip is not None:
-            clip_grad_norm_([p for g in inner.param_groups for p in g["params"]], clip)
+            groups = inner.param_groups
+            clip_grad_norm_(groups[0]["params"] if len(groups) == 1 else [p for g in groups for p in g["params"]], clip)
     for optimizer, inner in zip(optimizers, inners, strict=True):
         # The manual-optimization loop's own step bookkeeping (global_step, profiler).
         optimizer._on_before_step()

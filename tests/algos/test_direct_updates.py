@@ -116,3 +116,26 @@ def test_default_optimizer_is_fused_adam_and_any_torch_optimizer_plugs_in():
     # A name where a class belongs (the 0.1.0 form): an error that says what to write instead.
     with pytest.raises(ValueError, match=r"optimizer must be a torch optimizer class .* got 'rmsprop'"):
         build_optimizer("rmsprop", params, 1e-3)
+
+
+@pytest.mark.parametrize(
+    ("bad", "expected"),
+    [(None, True), (float("nan"), False), (float("inf"), False), (float("-inf"), False)],
+)
+def test_all_finite_finds_one_bad_value_among_parameters(bad, expected):
+    from lightning_rl.algos.optim import all_finite
+
+    tensors = [torch.ones(3, 2), torch.full((4,), -2.0), torch.zeros(())]
+    if bad is not None:
+        tensors[1][2] = bad  # one element of the middle tensor
+    assert all_finite(tensors) is expected
+    assert all_finite([]) is True
+
+
+def test_mean_metrics_averages_rows_per_name_as_floats():
+    from lightning_rl.algos.optim import mean_metrics
+
+    rows = [torch.tensor([1.0, 10.0]), torch.tensor([3.0, 20.0]), torch.tensor([5.0, 60.0])]
+    # Means by hand: (1 + 3 + 5) / 3 = 3 and (10 + 20 + 60) / 3 = 30.
+    assert mean_metrics(["loss", "kl"], rows) == {"train/loss": 3.0, "train/kl": 30.0}
+    assert mean_metrics(["loss"], [], prefix="x/") == {}
