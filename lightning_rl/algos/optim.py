@@ -106,7 +106,7 @@ def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
     """
     if not tensors:
         return True
-    return math.isfinite(torch.stack(torch._foreach_norm(tensors)).sum().item())
+    return math.isfinite(torch.stack(torch._foreach_norm(list(tensors))).sum().item())
 
 
 def check_finite_parameters(module: Any, params: Sequence[torch.Tensor]) -> None:

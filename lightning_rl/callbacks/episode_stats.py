@@ -137,12 +137,12 @@ class EpisodeStatsCallback(pl.Callback):
                        "train/length_mean": _compute(self.length_mean, world)}
             if self._game_scores_possible(trainer):
                 metrics["train/game_score_mean"] = _compute(self.game_score_mean, world)
-            metrics = {k: v for k, v in ((k, float(v)) for k, v in metrics.items()) if math.isfinite(v)}
-            if metrics:
+            finite = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+            if finite:
                 # The module's per-iteration path: straight to the loggers at env steps and into
                 # callback_metrics (EarlyStopping, ModelCheckpoint, the progress display), without
                 # self.log's per-key bookkeeping, which costs more than a small update.
-                pl_module.log_step_metrics(metrics, reduce=False)  # synced above
+                pl_module.log_step_metrics(finite, reduce=False)  # synced above
 
     def _game_scores_possible(self, trainer: pl.Trainer) -> bool:
         # Single process: only once an episode carried a score. DDP: always (a collective).
