@@ -198,7 +198,7 @@ class ReplaySetup:
             sampler_copy, module.agent, self.replay, module.samples_to_buffer, seed=seed, rank=rank,
             world_size=world_size, replay_ratio=self.replay_ratio,
         )
-        state = SharedTrainState(runner.counters.updates)
+        state = SharedTrainState(runner.counters.updates, runner.update_bell)
         state.load_state_dict(module.train_state.state_dict())
         module.train_state = state
         self.async_runner = runner

@@ -16,7 +16,7 @@ Shared memory (all allocated before the fork, nothing large crosses a pipe):
 * counters: batches appended, env steps, the trainer's update count (written through by
   :class:`SharedTrainState` at every update), the version the sampler acts with, waiting times
   and the measured replay ratio;
-* the run lock: held by the sampler process while it collects and appends one batch, and by the
+* the run lock: held by the sampler process while it collects one batch and while it appends it, and by the
   training process while the sampler is paused (from creation until the first item, and from a
   checkpoint's ``on_save_checkpoint`` until the next item), so a checkpoint sees a replay and
   counters that no batch is half-way through.
@@ -24,12 +24,20 @@ Shared memory (all allocated before the fork, nothing large crosses a pipe):
 Replay ratio (issue 19): the trainer owes ``u(n) = updates_per_iteration * (n - n0 + 1)``
 updates once ``n`` batches are appended (``n0``: the first batch at or past
 ``min_steps_learn``), the same schedule as synchronous mode. The trainer waits until batch ``n``
-is appended before its updates; the sampler waits before batch ``n + 1`` until the trainer has
+is appended before its updates; the sampler *appends* batch ``n + 1`` only once the trainer has
 done ``u(n) - LOOKAHEAD * updates_per_iteration`` updates. When batch ``n`` is appended the
 trainer's count is therefore within ``LOOKAHEAD`` batches' updates (plus one for rounding) of
 ``u(n - 1)``, so over any ``RATIO_WINDOW`` batches the measured ratio is within
 ``LOOKAHEAD / RATIO_WINDOW`` (7.5 %) of the configured one, plus one update at either end,
 whichever side is faster.
+
+Overlap: the sampler *collects* batch ``n + 1`` ahead of that, timed to be ready when the trainer
+needs it (after ``u(n)`` updates): it starts once the trainer is within ``lead`` updates of
+``u(n)``, ``lead`` being what the trainer does in one batch's sampling time (both measured as they
+go; ``LEAD_MARGIN`` over it) and at most two batches' updates. A slower sampler therefore never
+idles, and a faster one acts with weights as fresh as the trainer's pace allows. Each side sleeps
+on a semaphore that the other side releases when the awaited count is reached (a
+:class:`_Doorbell`), so a hand-over costs no polling delay.
 
 Faults: the sampler process reports an exception through the queue of a
 :class:`~lightning_rl.samplers.worker.WorkerPool` of one process, which raises it in the
@@ -45,6 +53,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 import itertools
 import math
 import multiprocessing as mp
@@ -84,16 +93,47 @@ __all__ = ["AsyncReplayDataset", "AsyncSampling", "SharedParameters", "SharedTra
 LOOKAHEAD = 0.75
 #: Sampler batches per window of the measured replay ratio (issue 19).
 RATIO_WINDOW = 10
-#: Seconds either side first sleeps between looks at the other's counters while it waits; each
-#: further look doubles it up to ``SPIN_MAX_S`` (fewer wake-ups that take a shared core from the
-#: other side, at a latency well inside the lookahead).
-SPIN_S = 0.0005
-SPIN_MAX_S = 0.008
+#: Longest sleep of a waiting side between looks at the other's counters: the other side wakes it
+#: earlier through a :class:`_Doorbell`; this bounds the rare wake-up that races its check.
+LOOK_S = 0.008
+#: Factor on the measured lead (trainer updates per sampling time) at which the sampler starts the
+#: next batch: jitter in either side's pace then costs the trainer no wait.
+LEAD_MARGIN = 1.5
 #: Seconds the training process waits for one sampler batch or for a pause before giving up.
 WAIT_TIMEOUT_S = 300.0
 
 _FORK_ARGS: dict[int, tuple[AsyncSampling, int, bool]] = {}
 _fork_tokens = itertools.count()
+
+
+class _Doorbell:
+    """Wakes a process waiting for a shared counter to reach a value, from the process that writes it.
+
+    The waiter names the value (``wake_at``), looks at the counter, then sleeps on the semaphore; the
+    writer, after each write, releases the semaphore once the named value is reached. A wake-up
+    that races the waiter's look is caught by the sleep's timeout; a stale release only makes the
+    next sleep return early, after which the waiter looks again.
+    """
+
+    NEVER = 2**62
+
+    def __init__(self, ctx: Any) -> None:
+        self.wake_at = mp.RawValue("q", self.NEVER)
+        self.semaphore = ctx.Semaphore(0)
+
+    def reached(self, value: int) -> None:
+        """Writer side: the counter is now ``value``."""
+        if value >= self.wake_at.value:
+            self.wake_at.value = self.NEVER
+            self.semaphore.release()
+
+    def wait(self, counter: Any, target: float, timeout: float) -> bool:
+        """Waiter side: sleep until ``counter.value >= target`` (rung) or ``timeout``; return whether it is."""
+        self.wake_at.value = math.ceil(target)
+        if counter.value < target:
+            self.semaphore.acquire(timeout=timeout)
+        self.wake_at.value = self.NEVER
+        return counter.value >= target
 
 
 class SharedTrainState(TrainState):
@@ -102,10 +142,12 @@ class SharedTrainState(TrainState):
 
     Args:
         updates_cell: A ``multiprocessing`` int64 value holding ``updates``.
+        bell: Rung at every update, for a sampler process waiting on the count (None: no one waits).
     """
 
-    def __init__(self, updates_cell: Any) -> None:
+    def __init__(self, updates_cell: Any, bell: _Doorbell | None = None) -> None:
         self._updates_cell = updates_cell
+        self._bell = bell
         super().__init__()
 
     @property
@@ -115,6 +157,8 @@ class SharedTrainState(TrainState):
     @updates.setter
     def updates(self, value: int) -> None:
         self._updates_cell.value = int(value)
+        if self._bell is not None:
+            self._bell.reached(int(value))
 
 
 class SharedParameters:
@@ -188,6 +232,8 @@ class _Counters:
         self.ratio_min = mp.RawValue("d", math.inf)
         self.ratio_max = mp.RawValue("d", -math.inf)
         self.ratio_windows = mp.RawValue("q", 0)
+        #: The trainer's seconds per update while it is not waiting (EMA; NaN until measured).
+        self.train_s_per_update = mp.RawValue("d", math.nan)
 
 
 class _Quit(Exception):
@@ -252,6 +298,8 @@ class AsyncSampling:
         self.run_lock.acquire()
         self.paused = True
         self._sync = _Sync(ctx, 1)
+        self.update_bell = _Doorbell(ctx)  # trainer -> sampler: the update count reached a value
+        self.batch_bell = _Doorbell(ctx)  # sampler -> trainer: a batch was appended
         self.pool: WorkerPool | None = None
         self.trainer_wait_s = 0.0
         self.name = f"{type(sampler).__name__}-async"
@@ -323,6 +371,12 @@ class AsyncSampling:
         self.counters.updates_per_batch.value = float(updates_per_batch)
         self.counters.learn_start.value = max(1, -(-int(min_steps_learn) // self.batch_size_steps))
 
+    def report_train_speed(self, seconds_per_update: float) -> None:
+        """The trainer's measured seconds per update while busy (folded into a moving average): the
+        sampler times its next batch by it."""
+        cell = self.counters.train_s_per_update
+        cell.value = seconds_per_update if math.isnan(cell.value) else 0.7 * cell.value + 0.3 * seconds_per_update
+
     def resume(self, model: nn.Module, version: int) -> None:
         """Publish ``model`` as ``version`` and let the sampler run (no-op while running)."""
         if not self.paused:
@@ -359,10 +413,7 @@ class AsyncSampling:
         t0 = time.monotonic()
         next_check = t0 + MAIN_POLL_S
         last, last_t = appended.value, t0
-        pause = SPIN_S
-        while appended.value < n:
-            time.sleep(pause)
-            pause = min(2 * pause, SPIN_MAX_S)
+        while not self.batch_bell.wait(appended, n, LOOK_S):
             now = time.monotonic()
             if now >= next_check:
                 self.check()
@@ -468,50 +519,83 @@ class AsyncSampling:
         if failed:
             raise SystemExit(1)
 
-    def _may_collect(self) -> bool:
+    def _owed(self) -> float:
+        """Updates the trainer owes for the batches appended so far (``u(n)``; 0 before learning)."""
         c = self.counters
-        per_batch = c.updates_per_batch.value
-        owed = per_batch * max(0, c.appended.value - c.learn_start.value + 1)
-        return c.updates.value >= owed - LOOKAHEAD * per_batch - 1
+        return c.updates_per_batch.value * max(0, c.appended.value - c.learn_start.value + 1)
+
+    def _append_target(self) -> float:
+        """Updates done before the next batch may be appended: the ratio throttle."""
+        return self._owed() - LOOKAHEAD * self.counters.updates_per_batch.value - 1
+
+    def _collect_target(self, sample_s: float) -> float:
+        """Updates done before the next batch is started, so that it is ready when the trainer needs
+        it: ``u(n)`` less the updates the trainer does while one batch is sampled (with a margin)."""
+        per_batch = self.counters.updates_per_batch.value
+        per_update = self.counters.train_s_per_update.value
+        if math.isnan(sample_s) or not per_update > 0:  # not measured yet: as soon as it may be appended
+            return self._append_target()
+        return self._owed() - min(LEAD_MARGIN * sample_s / per_update + 1, 2 * per_batch)
+
+    def _wait_updates(self, target: Callable[[], float]) -> None:
+        """Sleep until the trainer's update count reaches ``target()`` (re-read after every wake-up:
+        the counters may be restored while the sampler is paused); the time goes to ``sampler_wait_s``."""
+        c = self.counters
+        if c.updates.value >= target():
+            return
+        t0 = time.monotonic()
+        next_check = t0 + MAIN_POLL_S
+        while not self.update_bell.wait(c.updates, target(), LOOK_S):
+            if time.monotonic() >= next_check:
+                self._child_check()
+                next_check = time.monotonic() + MAIN_POLL_S
+        c.sampler_wait_s.value += time.monotonic() - t0
+
+    def _hold_run_lock(self) -> None:
+        while not self.run_lock.acquire(timeout=MAIN_POLL_S):
+            self._child_check()
 
     def _child_loop(self, sampler: Any, agent: BaseAgent) -> None:
         c, sync = self.counters, self._sync
         window: collections.deque[int] = collections.deque(maxlen=RATIO_WINDOW + 1)
         acting = -1
+        sample_s = math.nan
         while True:
-            while True:
-                if not self._may_collect():
-                    t0 = time.monotonic()
-                    next_check = t0 + MAIN_POLL_S
-                    pause = SPIN_S
-                    while not self._may_collect():
-                        time.sleep(pause)
-                        pause = min(2 * pause, SPIN_MAX_S)
-                        if time.monotonic() >= next_check:
-                            self._child_check()
-                            next_check = time.monotonic() + MAIN_POLL_S
-                    c.sampler_wait_s.value += time.monotonic() - t0
-                while not self.run_lock.acquire(timeout=MAIN_POLL_S):
-                    self._child_check()
-                if self._may_collect():  # counters may have been restored while paused
-                    break
-                self.run_lock.release()
+            # Collect the next batch, timed to be ready when the trainer needs it.
+            self._wait_updates(functools.partial(self._collect_target, sample_s))
+            self._hold_run_lock()
             try:
                 self._child_check()
                 acting = self.params.pull(agent.model, acting)  # type: ignore[arg-type]
                 c.acting_version.value = acting
-                itr = int(c.appended.value)
                 t0 = time.perf_counter()
-                samples, traj_infos = sampler.obtain_samples(itr)
+                samples, traj_infos = sampler.obtain_samples(int(c.appended.value))
                 if sampler.check_finite:
-                    check_finite_samples(samples, itr, sampler.env_id, sampler.env_ranks)
-                self.replay.append_samples(self.samples_to_buffer(samples))
-                c.sampler_time_s.value += time.perf_counter() - t0
+                    check_finite_samples(samples, int(c.appended.value), sampler.env_id, sampler.env_ranks)
+                pending = self.samples_to_buffer(samples)
+                elapsed = time.perf_counter() - t0
+            finally:
+                self.run_lock.release()
+            sample_s = elapsed if math.isnan(sample_s) else 0.7 * sample_s + 0.3 * elapsed
+            # Append it once the replay ratio allows (the counters may be restored while paused).
+            while True:
+                self._wait_updates(self._append_target)
+                self._hold_run_lock()
+                if c.updates.value >= self._append_target():
+                    break
+                self.run_lock.release()
+            try:
+                t0 = time.perf_counter()
+                self.replay.append_samples(pending)
+                c.sampler_time_s.value += elapsed + time.perf_counter() - t0
                 c.env_steps.value += self.batch_size_steps
                 updates = int(c.updates.value)
+                itr = int(c.appended.value)
                 c.appended.value = itr + 1
             finally:
                 self.run_lock.release()
+            del pending
+            self.batch_bell.reached(itr + 1)
             if itr + 1 >= c.learn_start.value:
                 self._record_ratio(window, updates)
             if traj_infos:
@@ -588,6 +672,7 @@ class AsyncReplayDataset(SamplerDataset):
         self.updates_per_iteration = replay_ratio * sampler.batch_spec.size / batch_size
         self.min_steps_learn = min_steps_learn
         self.updates_per_sync = updates_per_sync
+        self._busy: tuple[float, int] | None = None  # (time, updates) when the last wait ended
 
     def collect(self) -> Any:
         """Wait for the next sampler batch, then this iteration's replay batches."""
@@ -601,8 +686,12 @@ class AsyncReplayDataset(SamplerDataset):
         elif state.updates - state.updates_at_sync >= self.updates_per_sync:
             runner.params.publish(model, state.updates)
             state.updates_at_sync = state.updates
+        if self._busy is not None and state.updates > self._busy[1]:
+            # Seconds per update since the last wait ended: the trainer's pace when not waiting.
+            runner.report_train_speed((time.perf_counter() - self._busy[0]) / (state.updates - self._busy[1]))
         with self.profiler.profile("sampler/wait"):
             state.sampler_time += runner.wait_for_batch(state.itr + 1)
+        self._busy = (time.perf_counter(), state.updates)
         self.agent.train_mode(state.itr)
         state.record_rollout(self.sampler.batch_spec.size, runner.take_traj_infos())
         if state.env_steps < self.min_steps_learn:
