@@ -572,7 +572,6 @@ class AsyncSampling:
                 samples, traj_infos = sampler.obtain_samples(int(c.appended.value))
                 if sampler.check_finite:
                     check_finite_samples(samples, int(c.appended.value), sampler.env_id, sampler.env_ranks)
-                pending = self.samples_to_buffer(samples)
                 elapsed = time.perf_counter() - t0
             finally:
                 self.run_lock.release()
@@ -586,7 +585,7 @@ class AsyncSampling:
                 self.run_lock.release()
             try:
                 t0 = time.perf_counter()
-                self.replay.append_samples(pending)
+                self.replay.append_samples(self.samples_to_buffer(samples))
                 c.sampler_time_s.value += elapsed + time.perf_counter() - t0
                 c.env_steps.value += self.batch_size_steps
                 updates = int(c.updates.value)
@@ -594,7 +593,7 @@ class AsyncSampling:
                 c.appended.value = itr + 1
             finally:
                 self.run_lock.release()
-            del pending
+            del samples
             self.batch_bell.reached(itr + 1)
             if itr + 1 >= c.learn_start.value:
                 self._record_ratio(window, updates)

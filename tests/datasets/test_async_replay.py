@@ -24,7 +24,14 @@ from lightning_rl.algos import DDPG, DQN, R2D1, SAC, TD3, CategoricalDQN
 from lightning_rl.algos.checkpointing import load_data
 from lightning_rl.data.buffers import np_mp_array
 from lightning_rl.datasets.async_replay import SharedParameters
-from lightning_rl.samplers import CpuSampler, SamplerWorkerDied, SamplerWorkerError, SerialSampler
+from lightning_rl.samplers import (
+    AlternatingSampler,
+    CpuSampler,
+    GpuSampler,
+    SamplerWorkerDied,
+    SamplerWorkerError,
+    SerialSampler,
+)
 from tests.samplers.helpers import alive
 
 T, B = 16, 4
@@ -85,7 +92,7 @@ def dqn(env_id="CartPole-v1", total_env_steps=64 * 24, module_cls=DQN, sampler_c
                     target_update_interval=20, learning_rate=1e-3, optimizer_eps=1e-8, log_interval_steps=256,
                     torch_threads=1, async_sampling=True)
     settings.update(kwargs)
-    sampler_kwargs = {"n_workers": 2} if sampler_cls is CpuSampler else {}
+    sampler_kwargs = {} if sampler_cls is SerialSampler else {"n_workers": 2}
     return module_cls(DqnAgent(hidden_sizes=[32], eps_steps_min=0, eps_steps_max=1280, eps_final=0.05),
                       sampler_cls(env_id=env_id, batch_T=T, batch_B=B, **sampler_kwargs),
                       total_env_steps=total_env_steps, **settings)
@@ -110,7 +117,9 @@ def shm_entries() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
-@pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler])
+# The GPU sampler (its action server) and the alternating sampler run on CPU here, with the code
+# a GPU machine runs (issue 19, item 7).
+@pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler, GpuSampler, AlternatingSampler])
 def test_dqn_async_fit_counts_like_sync_and_stops_its_process(sampler_cls):
     before = children()
     pl.seed_everything(0)
@@ -405,3 +414,57 @@ def shipped_cartpole_steps_to_475(async_sampling: bool, seed: int) -> tuple[floa
         metrics = module.replay_setup.async_runner.metrics(module.train_state.updates)
         ratios = (metrics["async/replay_ratio_min"], metrics["async/replay_ratio_max"])
     return (reached[0] if reached else math.inf), ratios
+
+
+def test_doorbell_wakes_a_forked_waiter_when_the_count_is_reached_and_not_before():
+    from lightning_rl.datasets.async_replay import _Doorbell
+
+    ctx = mp.get_context("fork")
+    bell, counter, woke_after = _Doorbell(ctx), mp.RawValue("q", 0), mp.RawValue("d", -1.0)
+
+    def waiter() -> None:
+        t0 = time.monotonic()
+        reached = bell.wait(counter, 5, timeout=30.0)  # a wake-up must come long before this
+        woke_after.value = time.monotonic() - t0 if reached else -2.0
+
+    proc = ctx.Process(target=waiter)
+    proc.start()
+    deadline = time.monotonic() + 10
+    while bell.wake_at.value != 5 and time.monotonic() < deadline:  # the waiter named its value
+        time.sleep(0.001)
+    counter.value = 3
+    bell.reached(3)  # below the named value: no release
+    assert bell.wake_at.value == 5
+    time.sleep(0.2)
+    assert proc.is_alive()
+    counter.value = 5
+    bell.reached(5)
+    proc.join(10)
+    assert proc.exitcode == 0
+    assert 0.2 <= woke_after.value < 5.0  # woken by the ring, not by the 30 s timeout
+    assert bell.wake_at.value == _Doorbell.NEVER
+
+
+def test_sampler_starts_the_next_batch_by_the_trainers_measured_pace():
+    from lightning_rl.datasets.async_replay import LEAD_MARGIN, LOOKAHEAD, AsyncSampling, _Counters
+
+    runner = AsyncSampling.__new__(AsyncSampling)  # the schedule needs the counters only
+    runner.counters = c = _Counters()
+    c.updates_per_batch.value, c.appended.value, c.learn_start.value = 8.0, 10, 3
+    owed = 8 * (10 - 3 + 1)  # u(n) = 64 updates owed for the 8 batches since learning started
+    assert runner._append_target() == owed - LOOKAHEAD * 8 - 1  # 57
+    # Not measured yet: start when the batch may be appended.
+    assert runner._collect_target(math.nan) == runner._append_target()
+    assert runner._collect_target(0.033) == runner._append_target()  # trainer pace unknown
+    # Trainer 4 ms per update, sampling 33 ms: lead 1.5 * 33 / 4 + 1 = 13.375 updates.
+    runner.report_train_speed(0.004)
+    assert LEAD_MARGIN == 1.5
+    assert runner._collect_target(0.033) == pytest.approx(64 - 13.375)
+    # A slow sampler starts at most two batches' updates ahead.
+    assert runner._collect_target(1.0) == 64 - 16
+    # The pace is a moving average: 0.7 * 4 ms + 0.3 * 8 ms = 5.2 ms.
+    runner.report_train_speed(0.008)
+    assert c.train_s_per_update.value == pytest.approx(0.0052)
+    # Before learning starts nothing is owed: collect and append at once.
+    c.appended.value = 1
+    assert runner._collect_target(0.033) <= 0 and runner._append_target() < 0
