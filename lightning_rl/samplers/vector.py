@@ -43,7 +43,7 @@ from gymnasium.vector import AutoresetMode
 from lightning_rl.envs.atari import AtariEnvInfo
 from lightning_rl.envs.make import ALE_V5_REPEAT_ACTION_PROBABILITY, atari_game_from_id, is_atari_id
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
-from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, set_agent_mode
+from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, cpu_count, set_agent_mode
 from lightning_rl.samplers.collectors import act, act_eval, bootstrap_value, reset_agent_envs
 from lightning_rl.samplers.errors import SamplerWorkerError, describe, pickled_type, remote_exception
 from lightning_rl.spaces import Composite, from_gymnasium, from_gymnasium_value
@@ -251,14 +251,24 @@ class VectorCollector:
         self._read_lives(info, mask)
         return obs
 
-    def _step(self, action: np.ndarray) -> tuple[Any, ...]:
-        """Step all copies; put the observations the agent acts on next into the step buffer.
+    def send(self, t: int) -> None:
+        """Start stepping every copy with the actions of row ``t`` (the env's ``send``); the
+        caller works meanwhile and finishes with ``step_envs(t, sent=True)``."""
+        assert self.samples is not None
+        self._call("step", self.venv.send, np.asarray(self.samples.agent.action[t]))
+
+    def _step(self, action: np.ndarray, sent: bool = False) -> tuple[Any, ...]:
+        """Step all copies (or, ``sent``, receive the step :meth:`send` started); put the
+        observations the agent acts on next into the step buffer.
 
         Returns:
             ``(reward as stored, raw reward, terminated, truncated (without termination), done,
             traj_done, final observations of the traj_done copies (dict by copy), the step's info)``.
         """
-        obs, raw_reward, terminated, truncated, info = self._call("step", self.venv.step, action)
+        if sent:
+            obs, raw_reward, terminated, truncated, info = self._call("step", self.venv.recv)
+        else:
+            obs, raw_reward, terminated, truncated, info = self._call("step", self.venv.step, action)
         raw_reward = np.asarray(raw_reward, dtype=np.float64)
         terminated = np.asarray(terminated, dtype=bool)
         truncated = np.asarray(truncated, dtype=bool) & ~terminated
@@ -330,8 +340,9 @@ class VectorCollector:
                 self.traj_infos[b] = self.traj_info_factory()
         return completed
 
-    def step_envs(self, t: int) -> list[Any]:
-        """Step every copy with the actions of row ``t``; write the env side of row ``t``.
+    def step_envs(self, t: int, sent: bool = False) -> list[Any]:
+        """Step every copy with the actions of row ``t`` (``sent``: finish the step :meth:`send`
+        started); write the env side of row ``t``.
 
         Returns:
             TrajInfos of the episodes that ended.
@@ -340,7 +351,7 @@ class VectorCollector:
         assert samples is not None  # None only for evaluation
         action = samples.agent.action[t]
         observation = samples.env.observation[t]
-        reward, raw_reward, terminated, truncated, done, traj_done, finals, info = self._step(np.asarray(action))
+        reward, raw_reward, terminated, truncated, done, traj_done, finals, info = self._step(np.asarray(action), sent)
         samples.env.reward[t] = reward
         samples.env.done[t] = done
         samples.env.truncated[t] = truncated
@@ -410,9 +421,18 @@ class VectorSampler(BaseSampler):
         autoreset_mode: ``"next_step"`` or ``"same_step"`` for the backends that take one
             (``ale``, ``sync``, ``async``); None: the backend's default (NEXT_STEP). The
             gymnasium entry points have their own (read from their metadata).
+        overlap: ``ale`` backend only: two vector envs of ``batch_B / 2`` copies that take
+            turns, EnvPool-style ``send``/``recv``: while one half's emulators step (C++
+            threads, outside the GIL), the agent acts for the other half, so inference hides
+            behind stepping. ``agent.step`` (and ``value``) then gets ``[B / 2]`` inputs,
+            alternately for envs ``0 .. B/2 - 1`` and ``B/2 .. B - 1``, as with
+            :class:`~lightning_rl.samplers.alternating.AlternatingSampler`; recurrent agents are
+            refused (their state is per env of a whole batch). Training only: evaluation steps
+            its envs together.
         **BaseSampler arguments**: As :class:`~lightning_rl.samplers.base.BaseSampler`; with the
             ``ale`` backend ``n_workers`` is the number of emulator threads (default: ale-py's,
-            one per env up to the CPU count). ``collector`` must be ``"reset"`` (copies of a
+            one per env up to the CPU count; with ``overlap``, per half, default
+            ``max(1, (CPUs - 1) // 2)``). ``collector`` must be ``"reset"`` (copies of a
             vector env cannot wait); ``cpu_affinity`` and ``step_timeout`` are not used.
 
     Raises:
@@ -440,6 +460,7 @@ class VectorSampler(BaseSampler):
         step_timeout: float | None = None,
         backend: Literal["gymnasium", "ale", "sync", "async"] = "gymnasium",
         autoreset_mode: Literal["next_step", "same_step"] | None = None,
+        overlap: bool = False,
     ) -> None:
         super().__init__(
             env_id, env_kwargs, batch_T, batch_B, max_decorrelation_steps, eval_n_envs, eval_max_steps,
@@ -470,8 +491,18 @@ class VectorSampler(BaseSampler):
             ale_vector_kwargs(env_id if isinstance(env_id, str) else "", self.env_kwargs)
             if self.eval_n_envs:
                 ale_vector_kwargs(env_id if isinstance(env_id, str) else "", self.eval_env_kwargs)
+        if overlap and backend != "ale":
+            raise ValueError(f"overlap=True needs backend='ale' (a vector env with send/recv), got backend={backend!r}")
+        if overlap and batch_B % 2:
+            raise ValueError(f"overlap=True: batch_B={batch_B} must be even (two halves take turns)")
         self.backend = backend
         self.autoreset_mode = autoreset_mode
+        self.overlap = bool(overlap)
+
+    @property
+    def agent_step_B(self) -> int:
+        """Envs one ``agent.step`` acts for: half of ``batch_B`` with ``overlap``."""
+        return self.batch_spec.B // 2 if self.overlap else self.batch_spec.B
 
     def make_vector_env(self, n: int, env_kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         """A vector env of ``n`` copies for this sampler's backend, and Atari settings for ``ale``."""
@@ -482,6 +513,9 @@ class VectorSampler(BaseSampler):
 
             game, kwargs, settings = ale_vector_kwargs(str(env_id), env_kwargs)
             threads = 0 if self.n_workers is None else self.n_workers
+            if self.overlap and self.n_workers is None:
+                # Each half's emulators share the cores the main thread (acting) leaves free.
+                threads = max(1, (cpu_count() - 1) // 2)
             return AtariVectorEnv(game, n, autoreset_mode=mode, num_threads=threads, **kwargs), settings
         if self.backend == "gymnasium":
             venv = gymnasium.make_vec(str(env_id), num_envs=n, vectorization_mode="vector_entry_point", **env_kwargs)
@@ -546,9 +580,22 @@ class VectorSampler(BaseSampler):
         assert self.samples is not None
         self.train_collector: VectorCollector | None = None
         self.eval_collector: VectorCollector | None = None
-        self.train_collector = self._collector(B, self.env_kwargs, self.step_buffer, self.samples, "training")
-        self.train_collector.start_envs(self._seeds(self.seed + self.env_ranks[0], B), self.max_decorrelation_steps,
-                                        [self.decorrelation_rng(b) for b in range(B)])
+        self.halves: list[tuple[VectorCollector, slice]] = []
+        if self.overlap:
+            if getattr(self.agent, "recurrent", False):
+                raise ValueError(f"overlap=True: {type(self.agent).__name__} is recurrent; use overlap=False")
+            for h in range(2):
+                sl = slice(h * B // 2, (h + 1) * B // 2)
+                half = self._collector(B // 2, self.env_kwargs, self.step_buffer[sl], self.samples[:, sl], "training")
+                self.halves.append((half, sl))
+                rngs = [self.decorrelation_rng(b) for b in range(sl.start, sl.stop)]
+                half.start_envs(self._seeds(self.seed + self.env_ranks[0] + sl.start, B // 2),
+                                self.max_decorrelation_steps, rngs)
+            self.train_collector = self.halves[0][0]
+        else:
+            self.train_collector = self._collector(B, self.env_kwargs, self.step_buffer, self.samples, "training")
+            self.train_collector.start_envs(self._seeds(self.seed + self.env_ranks[0], B),
+                                            self.max_decorrelation_steps, [self.decorrelation_rng(b) for b in range(B)])
         self.agent.reset()
         if self.eval_n_envs:
             assert self.eval_step_buffer is not None
@@ -563,6 +610,8 @@ class VectorSampler(BaseSampler):
         assert self.samples is not None and self.train_collector is not None
         set_agent_mode(self.agent, itr, agent_mode)
         collector, sb, samples = self.train_collector, self.step_buffer, self.samples
+        if self.overlap:
+            return self._obtain_overlapped(reset_envs)
         if reset_envs:
             collector.start_envs(None)
             self.agent.reset()
@@ -576,6 +625,38 @@ class VectorSampler(BaseSampler):
             bootstrap_value(self.agent, sb, samples)
         self.env_steps += self.batch_spec.size
         return samples, completed
+
+    def _obtain_overlapped(self, reset_envs: bool) -> tuple[Samples, list[Any]]:
+        """``obtain_samples`` with two halves taking turns: half ``h`` acts, sends its actions and
+        is received only after the other half has acted (``overlap``)."""
+        assert self.samples is not None
+        halves = [(c, sl, self.step_buffer[sl], self.samples[:, sl]) for c, sl in self.halves]
+        if reset_envs:
+            for c, *_ in halves:
+                c.start_envs(None)
+            self.agent.reset()
+
+        def act_and_send(h: int, t: int) -> None:
+            c, sl, sb, samples = halves[h]
+            reset_agent_envs(self.agent, sb.reset_agent, sl.start)
+            act(self.agent, sb, samples, t)
+            c.send(t)
+
+        T = self.batch_spec.T
+        completed: list[Any] = []
+        act_and_send(0, 0)
+        for t in range(T):
+            act_and_send(1, t)  # while half 0 steps
+            completed.extend(halves[0][0].step_envs(t, sent=True))
+            if t + 1 < T:
+                act_and_send(0, t + 1)  # while half 1 steps
+            completed.extend(halves[1][0].step_envs(t, sent=True))
+        for _, sl, sb, samples in halves:
+            reset_agent_envs(self.agent, sb.reset_agent, sl.start)
+            if self.bootstrap_value:
+                bootstrap_value(self.agent, sb, samples)
+        self.env_steps += self.batch_spec.size
+        return self.samples, completed
 
     def evaluate_agent(self, itr: int) -> list[Any]:
         self._check_can_evaluate()
@@ -604,14 +685,15 @@ class VectorSampler(BaseSampler):
         if self._closed:
             return
         self._closed = True
-        for name in ("train_collector", "eval_collector"):
-            c = getattr(self, name, None)
-            if c is not None:
-                setattr(self, name, None)
-                try:
-                    c.close()
-                except Exception:  # noqa: BLE001 - a failed env may not close cleanly; nothing to keep
-                    pass
+        collectors = [getattr(self, name, None) for name in ("train_collector", "eval_collector")]
+        collectors += [c for c, _ in getattr(self, "halves", [])]
+        self.train_collector = self.eval_collector = None
+        self.halves = []
+        for c in {id(c): c for c in collectors if c is not None}.values():
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - a failed env may not close cleanly; nothing to keep
+                pass
 
 
 def _make_gymnasium_env(env_id: str | Callable[..., Any], env_kwargs: dict[str, Any]) -> gymnasium.Env:

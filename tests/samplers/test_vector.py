@@ -126,11 +126,15 @@ def test_ale_backend_equals_atari_env_frame_for_frame(game, mode):
     # With no no-ops and no sticky actions the games are deterministic: ale-py's AtariVectorEnv
     # and our AtariEnv (serial sampler) must give identical frames, rewards, flags, game scores
     # and episodes; Breakout's lost lives end episodes but not the game (5 lives, game over).
+    # With overlap=True the two halves take turns (send/recv) and the agent acts for one half at
+    # a time (an alternating agent): the batches must still be the serial sampler's.
     env_kwargs = dict(max_start_noops=0, repeat_action_probability=0.0)
     runs = []
-    for cls, kw in ((SerialSampler, {}), (VectorSampler, {"backend": "ale", "autoreset_mode": mode})):
-        sampler = cls(f"ALE/{game}-v5", env_kwargs=env_kwargs, batch_T=50, batch_B=2, **kw)
-        sampler.initialize(ObsAgent(n_actions=4), seed=7)
+    variants = ((SerialSampler, {}), (VectorSampler, {"backend": "ale", "autoreset_mode": mode}),
+                (VectorSampler, {"backend": "ale", "autoreset_mode": mode, "overlap": True}))
+    for cls, kw in variants:
+        sampler = cls(f"ALE/{game}-v5", env_kwargs=env_kwargs, batch_T=50, batch_B=4, **kw)
+        sampler.initialize(ObsAgent(n_actions=4, alternating=bool(kw.get("overlap"))), seed=7)
         assert sampler.frame_stack == 4
         batches, trajs = [], []
         for itr in range(5):
@@ -139,11 +143,12 @@ def test_ale_backend_equals_atari_env_frame_for_frame(game, mode):
             trajs += [(t_.Length, t_.Return, t_.GameScore) for t_ in t]
         sampler.shutdown()
         runs.append((batches, trajs))
-    (serial_batches, serial_trajs), (vector_batches, vector_trajs) = runs
-    for a, b in zip(serial_batches, vector_batches, strict=True):
-        for u, v in zip(a, b, strict=True):
-            np.testing.assert_array_equal(u, v)
-    assert serial_trajs == vector_trajs
+    (serial_batches, serial_trajs), *vector_runs = runs
+    for vector_batches, vector_trajs in vector_runs:
+        for a, b in zip(serial_batches, vector_batches, strict=True):
+            for u, v in zip(a, b, strict=True):
+                np.testing.assert_array_equal(u, v)
+        assert serial_trajs == vector_trajs
     if game == "Breakout":
         assert len(serial_trajs) >= 2
 
@@ -161,6 +166,10 @@ def test_bad_arguments_name_the_parameter():
         VectorSampler("CartPole-v1", backend="ale")
     with pytest.raises(ValueError, match="does not take"):
         VectorSampler("ALE/Pong-v5", backend="ale", env_kwargs={"frameskip": 4})
+    with pytest.raises(ValueError, match="overlap=True needs backend='ale'"):
+        VectorSampler("CartPole-v1", backend="sync", overlap=True)
+    with pytest.raises(ValueError, match="batch_B=3 must be even"):
+        VectorSampler("ALE/Pong-v5", backend="ale", batch_B=3, overlap=True)
 
 
 def test_env_error_is_raised_with_its_type_and_closes_the_sampler():
