@@ -25,6 +25,8 @@ Backends (``backend``):
 * ``"ale"``: ale-py's ``AtariVectorEnv`` for ``ALE/<Game>-v5`` and ``<Game>NoFrameskip-v4`` ids,
   with :class:`~lightning_rl.envs.atari.AtariEnv`'s arguments (``env_kwargs``) mapped onto it (see
   :func:`ale_vector_kwargs`). Observations equal ``AtariEnv``'s frame for frame.
+* ``"envpool"``: EnvPool's pool of copies (:mod:`~lightning_rl.samplers.envpool_backend`): any id
+  EnvPool knows (``CartPole-v1``, MuJoCo ``*-v5``, Atari ids with ``AtariEnv``'s arguments).
 * ``"sync"`` / ``"async"``: gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv`` over
   ``gymnasium.make(env_id)`` (or a callable returning a ``gymnasium.Env``), in the
   ``autoreset_mode`` asked for: any gymnasium env, mainly for comparisons and tests.
@@ -45,13 +47,14 @@ from lightning_rl.envs.make import ALE_V5_REPEAT_ACTION_PROBABILITY, atari_game_
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
 from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, cpu_count, set_agent_mode
 from lightning_rl.samplers.collectors import act, act_eval, bootstrap_value, reset_agent_envs
+from lightning_rl.samplers.envpool_backend import EnvPoolVectorEnv, envpool_atari_kwargs
 from lightning_rl.samplers.errors import SamplerWorkerError, describe, pickled_type, remote_exception
 from lightning_rl.spaces import Composite, from_gymnasium, from_gymnasium_value
 
 __all__ = ["BACKENDS", "CartPolePartialReset", "VectorCollector", "VectorSampler", "ale_vector_kwargs"]
 
 #: Backend names accepted by :class:`VectorSampler`.
-BACKENDS = ("gymnasium", "ale", "sync", "async")
+BACKENDS = ("gymnasium", "ale", "envpool", "sync", "async")
 _AUTORESET_MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP}
 #: ``max_num_frames_per_episode`` standing for "no horizon" (the emulator counts frames in an int32).
 _NO_FRAME_LIMIT = 2**31 - 1
@@ -417,7 +420,7 @@ class VectorSampler(BaseSampler):
     and the call, and the sampler is shut down.
 
     Args:
-        backend: ``"gymnasium"``, ``"ale"``, ``"sync"`` or ``"async"`` (module docstring).
+        backend: ``"gymnasium"``, ``"ale"``, ``"envpool"``, ``"sync"`` or ``"async"`` (module docstring).
         autoreset_mode: ``"next_step"`` or ``"same_step"`` for the backends that take one
             (``ale``, ``sync``, ``async``); None: the backend's default (NEXT_STEP). The
             gymnasium entry points have their own (read from their metadata).
@@ -430,7 +433,7 @@ class VectorSampler(BaseSampler):
             refused (their state is per env of a whole batch). Training only: evaluation steps
             its envs together.
         **BaseSampler arguments**: As :class:`~lightning_rl.samplers.base.BaseSampler`; with the
-            ``ale`` backend ``n_workers`` is the number of emulator threads (default: ale-py's,
+            ``ale`` and ``envpool`` backends ``n_workers`` is the number of emulator threads (default: the library's,
             one per env up to the CPU count; with ``overlap``, per half, default
             ``max(1, (CPUs - 1) // 2)``). ``collector`` must be ``"reset"`` (copies of a
             vector env cannot wait); ``cpu_affinity`` and ``step_timeout`` are not used.
@@ -458,7 +461,7 @@ class VectorSampler(BaseSampler):
         check_finite: bool = True,
         check_env: bool = True,
         step_timeout: float | None = None,
-        backend: Literal["gymnasium", "ale", "sync", "async"] = "gymnasium",
+        backend: Literal["gymnasium", "ale", "envpool", "sync", "async"] = "gymnasium",
         autoreset_mode: Literal["next_step", "same_step"] | None = None,
         overlap: bool = False,
     ) -> None:
@@ -487,6 +490,15 @@ class VectorSampler(BaseSampler):
                     f"backend='gymnasium' needs an env id registered with a vector entry point, got env_id={env_id!r}; "
                     "use backend='sync' or a per-env sampler"
                 )
+        if backend == "envpool":
+            if not isinstance(env_id, str):
+                raise ValueError(f"backend='envpool' needs an env id EnvPool knows, got env_id={env_id!r}")
+            if autoreset_mode not in (None, "next_step"):
+                raise ValueError("autoreset_mode: backend='envpool' resets at the next step; leave autoreset_mode=None")
+            if is_atari_id(env_id):
+                envpool_atari_kwargs(env_id, self.env_kwargs)
+                if self.eval_n_envs:
+                    envpool_atari_kwargs(env_id, self.eval_env_kwargs)
         if backend == "ale":
             ale_vector_kwargs(env_id if isinstance(env_id, str) else "", self.env_kwargs)
             if self.eval_n_envs:
@@ -517,6 +529,13 @@ class VectorSampler(BaseSampler):
                 # Each half's emulators share the cores the main thread (acting) leaves free.
                 threads = max(1, (cpu_count() - 1) // 2)
             return AtariVectorEnv(game, n, autoreset_mode=mode, num_threads=threads, **kwargs), settings
+        if self.backend == "envpool":
+            threads = 0 if self.n_workers is None else self.n_workers
+            if is_atari_id(str(env_id)):
+                kwargs, settings = envpool_atari_kwargs(str(env_id), env_kwargs)
+                return EnvPoolVectorEnv(str(env_id), n, threads, life_loss_info=settings["episodic_lives"],
+                                        **kwargs), settings
+            return EnvPoolVectorEnv(str(env_id), n, threads, **env_kwargs), None
         if self.backend == "gymnasium":
             venv = gymnasium.make_vec(str(env_id), num_envs=n, vectorization_mode="vector_entry_point", **env_kwargs)
             if type(venv.unwrapped).__name__ == "CartPoleVectorEnv":
@@ -534,7 +553,7 @@ class VectorSampler(BaseSampler):
         return cls([factory] * n, autoreset_mode=mode), None
 
     def _seeds(self, first: int, n: int) -> Any:
-        if self.backend == "gymnasium":
+        if self.backend in ("gymnasium", "envpool"):
             return first
         if self.backend == "ale":
             return np.arange(first, first + n)
