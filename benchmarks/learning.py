@@ -22,6 +22,9 @@ Usage::
     python benchmarks/learning.py --cell ppo-halfcheetah --budget 50000 --seeds 1 \\
         --override model.init_args.agent.init_args.model.init_args.mu_nonlinearity=null
 
+``--merge a/learning.csv b/learning.csv --out c`` writes one report of runs made apart (for example
+ours and SB3's in two processes at once, one core each).
+
 ``--override key=value`` (a dotted path into the YAML file, a YAML value) changes our side only,
 for ablations; SB3 always gets the shipped config's values.
 """
@@ -227,6 +230,18 @@ def run_sb3(cell: str, seed: int, budget: int) -> Curve:
 # ----- report -----
 
 
+def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    """The rows of ``learning.csv`` files, typed as :func:`write_reports` writes them."""
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                rows.append(dict(system=row["system"], algorithm=row["algorithm"], env=row["env"], seed=int(row["seed"]),
+                                 env_steps=int(row["env_steps"]), **{"return": float(row["return"])},
+                                 wall_seconds=float(row["wall_seconds"])))
+    return rows
+
+
 def write_reports(rows: list[dict[str, Any]], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "learning.csv", "w", newline="") as f:
@@ -273,8 +288,8 @@ def write_reports(rows: list[dict[str, Any]], out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cell", choices=sorted(CELLS), required=True)
-    parser.add_argument("--budget", type=int, required=True, help="env steps per run")
+    parser.add_argument("--cell", choices=sorted(CELLS))
+    parser.add_argument("--budget", type=int, help="env steps per run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--systems", nargs="+", choices=["lightning_rl", "sb3"], default=["lightning_rl", "sb3"])
     parser.add_argument("--points", type=int, default=10, help="report points, evenly spaced over the budget")
@@ -283,7 +298,15 @@ def main() -> None:
                         help="our side: total_env_steps of the schedules (LR decay) when the run stops at --budget "
                              "earlier, e.g. the first 200k steps of a 10M-step Atari config")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="learning.csv files of runs made apart (e.g. one process per system): write one "
+                             "report of all their rows to --out, running nothing")
     args = parser.parse_args()
+    if args.merge:
+        write_reports(read_rows(args.merge), args.out)
+        return
+    if args.cell is None or args.budget is None:
+        parser.error("--cell and --budget are required (unless --merge)")
     torch.set_num_threads(1)
     algorithm, _, _ = args.cell.partition("-")
     _, env_id = load_cell(args.cell)
