@@ -13,7 +13,8 @@ preprocessing) and each batch size ``B``, one table row gives:
   actions, ``rawEnvPool`` EnvPool's (Pong, when ``envpool`` is installed), ``VecRand`` is
   :class:`~lightning_rl.samplers.VectorSampler` with a random agent (no forward pass), ``Vector``
   the same with the policy, ``VecOvl`` with ``overlap=True`` (Atari: two halves take turns, the
-  policy acting for one while the other steps). ``ceil`` is the policy-in-the-loop ceiling from the measured costs:
+  policy acting for one while the other steps), ``VecPool`` the EnvPool backend with the policy.
+  ``ceil`` is the policy-in-the-loop ceiling from the measured costs:
   ``B / (t_env + t_policy)`` when stepping and inference take turns (as they do here), and
   ``B / max(t_env, t_policy)`` in brackets if they overlapped perfectly on 2 cores. The summary
   gives ``VecOvl`` against the all-cores ceiling ``cores / (1 / raw + t_policy / B)``.
@@ -177,7 +178,7 @@ def bench_raw(env_id: str, seconds: float) -> float:
 
 def bench_sampler(cls: type, env_id: str, B: int, T: int, seconds: float, random_agent: bool = False,
                   **extra: Any) -> float:
-    kwargs: dict[str, Any] = {"backend": vector_backend(env_id), **extra} if cls is VectorSampler else {}
+    kwargs: dict[str, Any] = {"backend": vector_backend(env_id)} | extra if cls is VectorSampler else {}
     if is_atari_id(env_id):
         kwargs["env_kwargs"] = {"repeat_action_probability": 0.0}  # as the shipped Pong configs
     sampler = cls(env_id, batch_T=T, batch_B=B, **kwargs)
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
         args.seconds = min(args.seconds, 1.5)
     torch.set_num_threads(1)
     n_cpus = len(os.sched_getaffinity(0))
-    vector_columns = ["rawVec", "rawEnvPool", "VecRand", "Vector", "VecOvl", "ceil"] if args.vector else []
+    vector_columns = ["rawVec", "rawEnvPool", "VecRand", "Vector", "VecOvl", "VecPool", "ceil"] if args.vector else []
     columns = ["env", "B", "raw", f"raw x{n_cpus}"] + ([] if args.no_async else ["AsyncVec"]) + args.samplers
     columns += vector_columns
     rows: list[list[str]] = []
@@ -265,6 +266,9 @@ def main(argv: list[str] | None = None) -> None:
                     trials.setdefault("VecRand", []).append(
                         bench_sampler(VectorSampler, env_id, B, T, args.seconds, random_agent=True))
                     trials.setdefault("Vector", []).append(bench_sampler(VectorSampler, env_id, B, T, args.seconds))
+                    if _has_envpool():
+                        trials.setdefault("VecPool", []).append(
+                            bench_sampler(VectorSampler, env_id, B, T, args.seconds, backend="envpool"))
                     if is_atari_id(env_id) and B % 2 == 0:
                         trials.setdefault("VecOvl", []).append(
                             bench_sampler(VectorSampler, env_id, B, T, args.seconds, overlap=True))

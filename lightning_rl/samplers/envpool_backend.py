@@ -120,12 +120,16 @@ class EnvPoolVectorEnv(gymnasium.vector.VectorEnv):
     def __init__(self, env_id: str, num_envs: int, num_threads: int = 0, life_loss_info: bool = False,
                  **kwargs: Any) -> None:
         envpool = _import_envpool()
-        self.task_id = envpool_task_id(env_id)
-        if self.task_id not in envpool.list_all_envs():
-            raise ValueError(f"backend='envpool': EnvPool has no task {self.task_id!r} (for env_id={env_id!r})")
+        task_id = self.task_id = envpool_task_id(env_id)
+        if task_id not in envpool.list_all_envs():
+            raise ValueError(f"backend='envpool': EnvPool has no task {task_id!r} (for env_id={env_id!r})")
+        # No reference back to self: the adapter must not sit in a reference cycle, so that closing
+        # it destroys the pool here; a pool left to the garbage collector may be collected in a
+        # forked child (a CpuSampler worker), whose C++ destructor then aborts on threads the
+        # child does not have.
         self._make = lambda seed: envpool.make_gymnasium(
-            self.task_id, num_envs=num_envs, num_threads=num_threads, seed=seed, **kwargs)
-        self._pool = self._make(0)
+            task_id, num_envs=num_envs, num_threads=num_threads, seed=seed, **kwargs)
+        self._pool: Any = self._make(0)
         self.num_envs = num_envs
         self.single_observation_space = self._pool.observation_space
         self.single_action_space = self._pool.action_space
@@ -192,4 +196,6 @@ class EnvPoolVectorEnv(gymnasium.vector.VectorEnv):
                 self._obs[b, :older] = 0
 
     def close_extras(self, **kwargs: Any) -> None:
-        self._pool.close()
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None  # destroyed now, in this process (see __init__)
