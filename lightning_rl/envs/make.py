@@ -52,6 +52,32 @@ def atari_game_from_id(env_id: str) -> str:
     return game
 
 
+def vector_atari_settings(env_id: str, env_kwargs: dict[str, Any], backend: str) -> dict[str, Any]:
+    """:class:`~lightning_rl.envs.atari.AtariEnv`'s settings for a vector backend that maps them
+    onto its own options: ``make_env``'s defaults (``AtariEnv``'s, plus sticky actions 0.25 for
+    ``ALE/...-v5`` ids) updated by ``env_kwargs``.
+
+    Raises:
+        ValueError: Naming ``backend``, on a key ``AtariEnv`` does not take or ``obs_type`` other
+            than grayscale (the vector backends make grayscale frames only).
+    """
+    settings: dict[str, Any] = dict(
+        frame_skip=4, num_img_obs=4, clip_reward=True, episodic_lives=True, fire_on_reset=False,
+        max_start_noops=30, repeat_action_probability=0.0, horizon=27000, obs_type="grayscale",
+    )
+    if env_id.startswith("ALE/"):
+        settings["repeat_action_probability"] = ALE_V5_REPEAT_ACTION_PROBABILITY
+    unknown = sorted(set(env_kwargs) - set(settings))
+    if unknown:
+        raise ValueError(f"backend={backend!r}: env_kwargs has keys AtariEnv does not take: {unknown}")
+    settings.update(env_kwargs)
+    if settings["obs_type"] != "grayscale":
+        raise ValueError(
+            f"backend={backend!r} supports obs_type='grayscale' only, got env_kwargs obs_type={settings['obs_type']!r}"
+        )
+    return settings
+
+
 def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None = None, **kwargs: Any) -> Env:
     """Make a lightning_rl env.
 

@@ -25,7 +25,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from lightning_rl.envs.make import ALE_V5_REPEAT_ACTION_PROBABILITY, is_atari_id
+from lightning_rl.envs.make import is_atari_id, vector_atari_settings
 
 __all__ = ["EnvPoolVectorEnv", "envpool_atari_kwargs", "envpool_task_id"]
 
@@ -56,20 +56,7 @@ def envpool_atari_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> tuple[dict[
     Raises:
         ValueError: On an unknown key or ``obs_type`` other than grayscale.
     """
-    settings: dict[str, Any] = dict(
-        frame_skip=4, num_img_obs=4, clip_reward=True, episodic_lives=True, fire_on_reset=False,
-        max_start_noops=30, repeat_action_probability=0.0, horizon=27000, obs_type="grayscale",
-    )
-    if env_id.startswith("ALE/"):
-        settings["repeat_action_probability"] = ALE_V5_REPEAT_ACTION_PROBABILITY
-    unknown = sorted(set(env_kwargs) - set(settings))
-    if unknown:
-        raise ValueError(f"backend='envpool': env_kwargs has keys AtariEnv does not take: {unknown}")
-    settings.update(env_kwargs)
-    if settings["obs_type"] != "grayscale":
-        raise ValueError(
-            f"backend='envpool' supports obs_type='grayscale' only, got env_kwargs obs_type={settings['obs_type']!r}"
-        )
+    settings = vector_atari_settings(env_id, env_kwargs, "envpool")
     kwargs = dict(
         frame_skip=int(settings["frame_skip"]),
         stack_num=int(settings["num_img_obs"]),

@@ -43,7 +43,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from lightning_rl.envs.atari import AtariEnvInfo
-from lightning_rl.envs.make import ALE_V5_REPEAT_ACTION_PROBABILITY, atari_game_from_id, is_atari_id
+from lightning_rl.envs.make import atari_game_from_id, is_atari_id, vector_atari_settings
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
 from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, cpu_count, set_agent_mode
 from lightning_rl.samplers.collectors import act, act_eval, bootstrap_value, reset_agent_envs
@@ -82,20 +82,7 @@ def ale_vector_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> tuple[str, dic
     """
     if not is_atari_id(env_id):
         raise ValueError(f"backend='ale' needs an Atari env_id ('ALE/<Game>-v5'), got env_id={env_id!r}")
-    settings: dict[str, Any] = dict(
-        frame_skip=4, num_img_obs=4, clip_reward=True, episodic_lives=True, fire_on_reset=False,
-        max_start_noops=30, repeat_action_probability=0.0, horizon=27000, obs_type="grayscale",
-    )
-    if env_id.startswith("ALE/"):
-        settings["repeat_action_probability"] = ALE_V5_REPEAT_ACTION_PROBABILITY
-    unknown = sorted(set(env_kwargs) - set(settings))
-    if unknown:
-        raise ValueError(f"backend='ale': env_kwargs has keys AtariEnv does not take: {unknown}")
-    settings.update(env_kwargs)
-    if settings["obs_type"] != "grayscale":
-        raise ValueError(
-            f"backend='ale' supports obs_type='grayscale' only, got env_kwargs obs_type={settings['obs_type']!r}"
-        )
+    settings = vector_atari_settings(env_id, env_kwargs, "ale")
     horizon = settings["horizon"]
     kwargs = dict(
         frameskip=int(settings["frame_skip"]),

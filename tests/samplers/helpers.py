@@ -359,3 +359,38 @@ def parallel_ppo_fit_command(root: Path) -> list[str]:
         "--trainer.enable_progress_bar", "false",
         "--model.init_args.log_interval_steps", "256", "--model.init_args.epochs", "2",
     ]  # fmt: skip
+
+
+def check_cartpole_transitions(sampler: Any, batches: int = 4, atol: float = 1e-5) -> tuple[int, int]:
+    """Check every transition of ``batches`` batches against gymnasium's single-env CartPole from
+    the same state: ``s'`` (up to ``atol``), reward 1 and ``terminated``; after a done the next row
+    is a fresh episode (``|s| <= 0.05``), never a reset step. Also each finished episode's length
+    (the run of rows up to its done) is among the batch's TrajInfos.
+
+    Returns:
+        ``(transitions checked, episode ends seen)``.
+    """
+    env = gymnasium.make("CartPole-v1").unwrapped
+    env.reset(seed=0)
+    checked = ends = 0
+    for itr in range(batches):
+        samples, trajs = sampler.obtain_samples(itr)
+        obs, act = np.asarray(samples.env.observation), np.asarray(samples.agent.action)
+        done, rew = np.asarray(samples.env.done), np.asarray(samples.env.reward)
+        for t in range(len(obs) - 1):
+            for b in range(obs.shape[1]):
+                env.state = obs[t, b].astype(np.float64)
+                env.steps_beyond_terminated = None
+                next_obs, r, terminated, _, _ = env.step(int(act[t, b]))
+                assert r == rew[t, b] == 1.0
+                assert bool(terminated) == bool(done[t, b])
+                if done[t, b]:
+                    ends += 1  # the next row is a fresh episode, drawn from [-0.05, 0.05]
+                    assert np.abs(obs[t + 1, b]).max() <= 0.05
+                else:
+                    np.testing.assert_allclose(obs[t + 1, b], next_obs, atol=atol)
+                checked += 1
+        for b in range(obs.shape[1]):
+            lengths = np.diff(np.flatnonzero(done[:, b]))
+            assert set(lengths) <= {int(t.Length) for t in trajs}
+    return checked, ends

@@ -15,7 +15,7 @@ import torch
 
 from lightning_rl.agents import GaussianPgAgent
 from lightning_rl.samplers import VectorSampler
-from tests.samplers.helpers import ObsAgent, leaves
+from tests.samplers.helpers import ObsAgent, check_cartpole_transitions, leaves
 
 pytest.importorskip("envpool")
 
@@ -82,27 +82,8 @@ def test_cartpole_transitions_follow_gymnasium_cartpole_with_no_reset_rows():
     # next row is a fresh episode (|s| <= 0.05), never EnvPool's own reset step.
     sampler = VectorSampler("CartPole-v1", batch_T=64, batch_B=4, backend="envpool")
     sampler.initialize(ObsAgent(n_actions=2), seed=3)
-    env = gymnasium.make("CartPole-v1").unwrapped
-    env.reset(seed=0)
     try:
-        checked = ends = 0
-        for itr in range(4):
-            samples, trajs = sampler.obtain_samples(itr)
-            obs, act = np.asarray(samples.env.observation), np.asarray(samples.agent.action)
-            done, rew = np.asarray(samples.env.done), np.asarray(samples.env.reward)
-            for t in range(len(obs) - 1):
-                for b in range(obs.shape[1]):
-                    env.state = obs[t, b].astype(np.float64)
-                    env.steps_beyond_terminated = None
-                    next_obs, r, terminated, _, _ = env.step(int(act[t, b]))
-                    assert r == rew[t, b] == 1.0
-                    assert bool(terminated) == bool(done[t, b])
-                    if done[t, b]:
-                        ends += 1
-                        assert np.abs(obs[t + 1, b]).max() <= 0.05
-                    else:
-                        np.testing.assert_allclose(obs[t + 1, b], next_obs, atol=1e-4)
-                    checked += 1
+        checked, ends = check_cartpole_transitions(sampler, atol=1e-4)
         assert checked > 900 and ends > 10
     finally:
         sampler.shutdown()

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import functools
 
-import gymnasium
 import numpy as np
 import pytest
 
 from lightning_rl.samplers import SerialSampler, VectorSampler
 from lightning_rl.samplers.errors import SamplerWorkerError
-from tests.samplers.helpers import ObsAgent, assert_same_runs, leaves, make_counter_env, run_sampler
+from tests.samplers.helpers import (
+    ObsAgent,
+    assert_same_runs,
+    check_cartpole_transitions,
+    leaves,
+    make_counter_env,
+    run_sampler,
+)
 
 MODES = ["next_step", "same_step"]
 
@@ -55,33 +61,8 @@ def test_cartpole_transitions_follow_gymnasium_cartpole():
     # Every transition the vector backend reports is the one gymnasium's single-env CartPole
     # makes from the same state: s' (up to the float32 observations), reward 1 and terminated.
     sampler = cartpole_sampler()
-    env = gymnasium.make("CartPole-v1").unwrapped
-    env.reset(seed=0)
     try:
-        checked = ends = 0
-        for itr in range(4):
-            samples, trajs = sampler.obtain_samples(itr)
-            obs, act = np.asarray(samples.env.observation), np.asarray(samples.agent.action)
-            done, rew = np.asarray(samples.env.done), np.asarray(samples.env.reward)
-            for t in range(len(obs) - 1):
-                for b in range(obs.shape[1]):
-                    env.state = obs[t, b].astype(np.float64)
-                    env.steps_beyond_terminated = None
-                    next_obs, r, terminated, _, _ = env.step(int(act[t, b]))
-                    assert r == rew[t, b] == 1.0
-                    assert bool(terminated) == bool(done[t, b])
-                    if done[t, b]:
-                        ends += 1  # the next row is a fresh episode, drawn from [-0.05, 0.05]
-                        assert np.abs(obs[t + 1, b]).max() <= 0.05
-                    else:
-                        np.testing.assert_allclose(obs[t + 1, b], next_obs, atol=1e-5)
-                    checked += 1
-            # Each finished episode's length is the run of rows up to its done (by hand: the
-            # episodes that started and ended inside this batch).
-            for b in range(obs.shape[1]):
-                ends_b = np.flatnonzero(done[:, b])
-                lengths = np.diff(ends_b)
-                assert set(lengths) <= {int(t.Length) for t in trajs}
+        checked, ends = check_cartpole_transitions(sampler)
         assert checked > 900 and ends > 10
     finally:
         sampler.shutdown()
