@@ -143,6 +143,7 @@ class EnvPoolVectorEnv(gymnasium.vector.VectorEnv):
             assert self._obs is not None, "reset() before a partial reset"
             ids = np.flatnonzero(np.asarray(mask, dtype=bool))
             obs, partial = self._pool.reset(ids.astype(np.int32))
+            self._obs = np.array(self._obs)  # the last step's array may still be the caller's
             self._obs[ids] = obs
             info = {}
             for key, value in partial.items():
@@ -158,11 +159,11 @@ class EnvPoolVectorEnv(gymnasium.vector.VectorEnv):
             self._lives[ids] = np.asarray(info["lives"])[ids]
         self._since_reset[ids] = 0
         self._blank_stack(ids)
-        return self._obs.copy(), info
+        return self._obs, info
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self._pool.step(np.asarray(actions))
-        self._obs = np.array(obs)
+        self._obs = obs  # no copy: only the first steps after a reset are written (below)
         self._since_reset += 1
         self._blank_stack(np.flatnonzero(self._since_reset < self.stack - 1))
         if self._lives is not None:
@@ -170,13 +171,14 @@ class EnvPoolVectorEnv(gymnasium.vector.VectorEnv):
             if self.life_loss_info:
                 terminated = np.asarray(terminated) | ((lives < self._lives) & (lives > 0))
             self._lives = np.array(lives)
-        return self._obs.copy(), reward, terminated, truncated, info
+        return self._obs, reward, terminated, truncated, info
 
     def _blank_stack(self, ids: np.ndarray) -> None:
         """Zero the stacked frames from before the episode's first (EnvPool repeats the first
         frame there; AtariEnv and ale-py start the stack with zeros)."""
-        if self.stack <= 1 or self._obs is None:
+        if self.stack <= 1 or self._obs is None or not len(ids):
             return
+        self._obs = np.array(self._obs)  # a copy of EnvPool's array before writing into it
         for b in ids:
             older = self.stack - 1 - int(self._since_reset[b])
             if older > 0:

@@ -636,16 +636,17 @@ class VectorSampler(BaseSampler):
         """``obtain_samples`` with two halves taking turns: half ``h`` acts, sends its actions and
         is received only after the other half has acted (``overlap``)."""
         assert self.samples is not None
-        halves = [(c, sl, self.step_buffer[sl], self.samples[:, sl]) for c, sl in self.halves]
+        halves = self.halves  # each collector holds its half's views of the step buffer and samples
         if reset_envs:
-            for c, *_ in halves:
+            for c, _ in halves:
                 c.start_envs(None)
             self.agent.reset()
 
         def act_and_send(h: int, t: int) -> None:
-            c, sl, sb, samples = halves[h]
-            reset_agent_envs(self.agent, sb.reset_agent, sl.start)
-            act(self.agent, sb, samples, t)
+            c, sl = halves[h]
+            assert c.samples is not None
+            reset_agent_envs(self.agent, c.step_buffer.reset_agent, sl.start)
+            act(self.agent, c.step_buffer, c.samples, t)
             c.send(t)
 
         T = self.batch_spec.T
@@ -657,10 +658,11 @@ class VectorSampler(BaseSampler):
             if t + 1 < T:
                 act_and_send(0, t + 1)  # while half 1 steps
             completed.extend(halves[1][0].step_envs(t, sent=True))
-        for _, sl, sb, samples in halves:
-            reset_agent_envs(self.agent, sb.reset_agent, sl.start)
+        for c, sl in halves:
+            assert c.samples is not None
+            reset_agent_envs(self.agent, c.step_buffer.reset_agent, sl.start)
             if self.bootstrap_value:
-                bootstrap_value(self.agent, sb, samples)
+                bootstrap_value(self.agent, c.step_buffer, c.samples)
         self.env_steps += self.batch_spec.size
         return self.samples, completed
 
