@@ -35,6 +35,7 @@ from lightning_rl.algos.off_policy import (
     uninitialized_copy,
 )
 from lightning_rl.algos.optim import (
+    FiniteCheck,
     LRSchedulerCallable,
     OptimizerCallable,
     build_optimizer,
@@ -115,7 +116,7 @@ class RLModule(pl.LightningModule):
         #: Allow the direct update path (see the module docstring); False forces Lightning's path.
         self.direct_updates = True
         self._direct = False
-        self._float_params: list[torch.Tensor] | None = None
+        self._finite_check: FiniteCheck | None = None
         #: Off-policy algorithms compose a replay here (built in ``setup``, saved with checkpoints).
         self.replay_setup: ReplaySetup | None = None
         #: Off-policy algorithms: act uniformly before ``min_steps_learn`` (None: the agent decides).
@@ -247,7 +248,7 @@ class RLModule(pl.LightningModule):
 
     def on_train_start(self) -> None:
         self._direct = self.direct_updates and self.direct_updates_safe()
-        self._float_params = self.float_parameters()  # fixed during fit; listed once for row 14's check
+        self._finite_check = FiniteCheck(self.float_parameters())  # fixed during fit; made once for row 14's check
 
     def float_parameters(self) -> list[torch.Tensor]:
         return [p for p in self.parameters() if p.is_floating_point()]
@@ -351,7 +352,7 @@ class RLModule(pl.LightningModule):
     def check_finite_parameters(self) -> None:
         """Raise ``FloatingPointError`` naming the parameters that hold a NaN or an infinity, after
         every training step (:func:`~lightning_rl.algos.optim.check_finite_parameters`, row 14)."""
-        check_finite_parameters(self, self._float_params if self._float_params is not None else self.float_parameters())
+        check_finite_parameters(self, self._finite_check or FiniteCheck(self.float_parameters()))
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         save_module_state(self, checkpoint)

@@ -99,6 +99,9 @@ class EpisodeStatsCallback(pl.Callback):
         self.episodes = SumMetric(compute_with_cache=False)
         self.epoch_episodes = SumMetric(compute_with_cache=False)
         self._has_game_score = False
+        # In one process the window means change only with new episodes: the last values are
+        # kept until then (under DDP every rank computes every time, a collective).
+        self._last: dict[str, float] | None = None
 
     def _metrics(self) -> tuple[Metric, ...]:
         return (
@@ -111,6 +114,7 @@ class EpisodeStatsCallback(pl.Callback):
         # moves CUDA tensors).
         for metric in self._metrics():
             metric.to(pl_module.device)
+        self._last = None
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         infos = pl_module.train_state.pop_traj_infos()
@@ -128,16 +132,19 @@ class EpisodeStatsCallback(pl.Callback):
                 self.game_score_mean.update(torch.tensor(scores))
             self.episodes.update(len(infos))
             self.epoch_episodes.update(len(infos))
+            self._last = None
         # Under DDP every compute below is a collective: whether it runs must not depend on this
         # rank's episodes (ranks finish their first episodes at different iterations), only on
         # the iteration count, which all ranks share.
         if pl_module.logging_due():
             world = trainer.world_size
-            metrics = {"train/return_mean": _compute(self.return_mean, world),
-                       "train/length_mean": _compute(self.length_mean, world)}
-            if self._game_scores_possible(trainer):
-                metrics["train/game_score_mean"] = _compute(self.game_score_mean, world)
-            finite = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+            finite = self._last
+            if finite is None or world > 1:
+                metrics = {"train/return_mean": _compute(self.return_mean, world),
+                           "train/length_mean": _compute(self.length_mean, world)}
+                if self._game_scores_possible(trainer):
+                    metrics["train/game_score_mean"] = _compute(self.game_score_mean, world)
+                finite = self._last = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
             if finite:
                 # The module's per-iteration path: straight to the loggers at env steps and into
                 # callback_metrics (EarlyStopping, ModelCheckpoint, the progress display), without

@@ -132,6 +132,36 @@ def test_all_finite_finds_one_bad_value_among_parameters(bad, expected):
     assert all_finite([]) is True
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_finite_check_finds_one_bad_value_in_any_dtype_and_after_the_storage_moves(bad, dtype):
+    from lightning_rl.algos.optim import FiniteCheck
+
+    weight = torch.nn.Parameter(torch.ones(4, 3, dtype=dtype))
+    bias = torch.nn.Parameter(torch.full((3,), -2.0, dtype=dtype))
+    check = FiniteCheck([weight, bias, torch.zeros((), dtype=torch.float16)])
+    assert check() is True
+    with torch.no_grad():
+        weight.t()[2, 1] = bad  # written through a transposed view: one element, in place
+    assert check() is False
+    with torch.no_grad():
+        weight.fill_(1.0)
+    assert check() is True
+    # New storage for the bias (what ``p.data = ...`` does): the check reads the new memory.
+    bias.data = torch.tensor([0.5, bad, 0.5], dtype=dtype)
+    assert check() is False
+    bias.data = torch.zeros(3, dtype=dtype)
+    assert check() is True
+
+
+def test_finite_check_counts_a_sum_beyond_the_dtype_as_non_finite():
+    from lightning_rl.algos.optim import FiniteCheck
+
+    # Two float32 values of 3e38 sum past float32's largest value, 3.4e38, as a norm would.
+    assert FiniteCheck([torch.full((2,), 3e38)])() is False
+    assert FiniteCheck([torch.full((2,), 1e38)])() is True
+
+
 def test_mean_metrics_averages_rows_per_name_as_floats():
     from lightning_rl.algos.optim import mean_metrics
 

@@ -59,3 +59,34 @@ def test_window_mean_averages_every_ranks_window_under_ddp(tmp_path):
         assert p.exitcode == 0
     assert results[0] == results[1] == pytest.approx((2 + 3 + 4 + 10) / 4)
     assert np.isnan(results[2]) and np.isnan(results[3])
+
+
+def test_the_callback_logs_the_window_means_and_computes_them_again_only_after_new_episodes(monkeypatch):
+    from types import SimpleNamespace
+
+    from lightning_rl.callbacks.episode_stats import EpisodeStatsCallback
+    from lightning_rl.envs.traj_info import TrajInfo
+
+    def episode(ret: float) -> TrajInfo:
+        info = TrajInfo()
+        info.Return, info.Length = ret, int(2 * ret)
+        return info
+
+    computes = []
+    original = WindowMean.compute
+    monkeypatch.setattr(WindowMean, "compute", lambda self: computes.append(1) or original(self))
+    batches = [[10.0, 20.0], [], [60.0]]  # episode returns finished in three sampler iterations
+    logged: list[dict] = []
+    module = SimpleNamespace(
+        train_state=SimpleNamespace(pop_traj_infos=lambda: [episode(r) for r in batches.pop(0)]),
+        logging_due=lambda: True,
+        log_step_metrics=lambda metrics, reduce: logged.append(dict(metrics)),
+    )
+    trainer = SimpleNamespace(world_size=1)
+    callback = EpisodeStatsCallback(window=100)
+    for _ in range(3):
+        callback.on_train_batch_end(trainer, module, None, None, 0)
+    # Means by hand: (10 + 20) / 2 = 15, unchanged without new episodes, then (10 + 20 + 60) / 3 = 30.
+    assert [m["train/return_mean"] for m in logged] == [15.0, 15.0, 30.0]
+    assert [m["train/length_mean"] for m in logged] == [30.0, 30.0, 60.0]
+    assert len(computes) == 4  # return and length means, at the first and the third iteration only
