@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
-import pytorch_lightning as pl
 import numpy as np
+import pytorch_lightning as pl
 import torch
 from torch.utils.data import IterableDataset
 
@@ -151,7 +151,8 @@ def main() -> None:
     # Paired by round: each round's plain and Lightning runs are adjacent in time, so a host that
     # slows down for a minute shifts both; the median over rounds of the per-round overhead is
     # the figure to compare across code versions.
-    per_round = sorted(100 * (np.median(q) - np.median(p)) / np.median(q) for p, q in zip(plain, lightning, strict=True))
+    per_round = sorted(100 * (np.median(q) - np.median(p)) / np.median(q)
+                       for p, q in zip(plain, lightning, strict=True))
     print(f"[per round] overhead median {np.median(per_round):5.1f}% of a training step over {len(per_round)} rounds "
           f"(range {per_round[0]:.1f}% to {per_round[-1]:.1f}%)")
     print("target: overhead <= 5% of a training step (median)")
