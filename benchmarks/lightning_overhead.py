@@ -7,9 +7,16 @@ our dataset wrapper and callbacks, logging once per rollout as the CLI does by d
 (``--log_every_n_steps``). Issue targets: overhead under 10% of a training step; 5% with the
 per-rollout logging of issue 17.
 
+By default (``--mode interleaved``) one fit runs both: after every Lightning training step a
+callback runs one step of the plain loop on its own copy of the model, timed apart, so each
+Lightning step has a plain step a few milliseconds away and a shared host's drift hits both
+alike; the figure to read is the median of the paired differences. ``--mode rounds`` times
+whole plain and Lightning runs one after the other instead. Both clocks are printed: wall time
+and this thread's CPU time.
+
 Usage::
 
-    python benchmarks/lightning_overhead.py --steps 300
+    python benchmarks/lightning_overhead.py --steps 200 --repeats 5
 """
 
 from __future__ import annotations
@@ -67,20 +74,82 @@ def make_module(steps: int) -> FixedDataPPO:
     return module
 
 
-class _StepClock(pl.Callback):
-    """Timestamps at the end of every training step: differences cover the whole loop iteration."""
+class PlainLoop:
+    """The same updates in a plain PyTorch loop, one training step per :meth:`step`.
 
-    def __init__(self) -> None:
-        self.marks: list[float] = []
+    The module's optimizer (fused Adam) and gradient clip, and the same logged diagnostics as the
+    module computes when every rollout is logged (the last epoch's loss terms, entropy, KL and
+    clip fraction, averaged once per rollout): the same work, so the difference is the
+    framework's. With ``log_every_n_steps`` N > 1 the module skips them on N - 1 of N rollouts.
+    """
+
+    def __init__(self, steps: int, log_every_n_steps: int = 1) -> None:
+        self.module = make_module(steps)
+        self.module.setup("fit")
+        self.module.make_dataset()
+        self.params = list(self.module.agent.parameters_for("model"))
+        self.optimizer = build_optimizer(None, self.params, self.module.learning_rate, self.module.optimizer_eps)
+        self.log_every_n_steps = log_every_n_steps
+        self.steps_done = 0
+
+    def step(self) -> None:
+        module, optimizer = self.module, self.optimizer
+        logged = self.steps_done % self.log_every_n_steps == 0
+        rows = []
+        for epoch in range(module.epochs):
+            diagnostics = logged and epoch == module.epochs - 1
+            for minibatch in iterate_minibatches(module.rollout, module.minibatches, False, module.minibatch_generator):
+                terms = module.loss(minibatch, module.ratio_clip, diagnostics=diagnostics)
+                optimizer.zero_grad(set_to_none=True)
+                terms["loss"].backward()
+                clip_grad_norm_(self.params, module.clip_grad_norm)
+                optimizer.step()
+                if diagnostics:
+                    rows.append(torch.stack([v.detach() for v in terms.values()]))
+        if rows:
+            torch.stack(rows).mean(0).tolist()
+        self.steps_done += 1
+
+
+def _now() -> tuple[float, float]:
+    """Wall-clock seconds and this thread's CPU seconds. The CPU clock leaves out the time the
+    thread waits while another process runs; torch runs on this thread alone
+    (``set_num_threads(1)``), so it still counts all of the update's work."""
+    return time.perf_counter(), time.thread_time()
+
+
+class _StepClock(pl.Callback):
+    """Timestamps at the end of every training step: differences cover the whole loop iteration.
+
+    With ``plain``, one plain-loop step runs right after each Lightning step, timed on its own
+    and left out of the Lightning step's interval: each Lightning step then has a plain step
+    next to it in time, so a host that speeds up or slows down affects both alike.
+    """
+
+    def __init__(self, plain: PlainLoop | None = None) -> None:
+        self.plain = plain
+        self.lightning: list[tuple[float, float]] = []
+        self.plain_times: list[tuple[float, float]] = []
+        self._last: tuple[float, float] | None = None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.marks.append(time.perf_counter())
+        now = _now()
+        if self._last is not None:
+            self.lightning.append((now[0] - self._last[0], now[1] - self._last[1]))
+        if self.plain is not None:
+            self.plain.step()
+            after = _now()
+            self.plain_times.append((after[0] - now[0], after[1] - now[1]))
+            now = after
+        self._last = now
 
 
-def time_lightning(steps: int, log_every_n_steps: int = 1) -> np.ndarray:
-    """Seconds per training step (Lightning loop, hooks, callbacks, logging included), ``[steps - 1]``."""
+def time_lightning(steps: int, log_every_n_steps: int = 1, plain: PlainLoop | None = None) -> _StepClock:
+    """Time ``steps`` training steps under ``Trainer.fit`` (Lightning loop, hooks, callbacks and
+    logging included; wall and CPU seconds in the returned clock), with a plain step after each
+    one when ``plain`` is given."""
     module = make_module(steps)
-    clock = _StepClock()
+    clock = _StepClock(plain)
     trainer = pl.Trainer(
         max_epochs=1, accelerator="cpu", logger=pl.loggers.CSVLogger("/tmp/lightning_rl_overhead"),
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, callbacks=[clock],
@@ -89,58 +158,23 @@ def time_lightning(steps: int, log_every_n_steps: int = 1) -> np.ndarray:
     module.setup("fit")  # collect the rollout before timing
     module.make_dataset()
     trainer.fit(module)
-    return np.diff(clock.marks)
+    return clock
 
 
 def time_plain(steps: int, log_every_n_steps: int = 1) -> np.ndarray:
-    """Seconds per training step of the same updates in a plain loop, ``[steps - 1]``."""
-    module = make_module(steps)
-    module.setup("fit")
-    module.make_dataset()
-    batch = module.rollout
-    agent = module.agent
-    # The module's optimizer (fused Adam) and gradient clip, and the same logged diagnostics as
-    # the module computes when every rollout is logged (the last epoch's loss terms, entropy, KL
-    # and clip fraction, averaged once per rollout): the same work, so the difference is the
-    # framework's. With --log_every_n_steps N > 1 the module skips them on N - 1 of N rollouts.
-    params = list(agent.parameters_for("model"))
-    optimizer = build_optimizer(None, params, module.learning_rate, module.optimizer_eps)
-    generator = module.minibatch_generator
+    """Wall and CPU seconds per training step of the same updates in a plain loop, ``[steps - 1, 2]``."""
+    loop = PlainLoop(steps, log_every_n_steps)
     marks = []
-    for step in range(steps):
-        logged = step % log_every_n_steps == 0
-        rows = []
-        for epoch in range(module.epochs):
-            diagnostics = logged and epoch == module.epochs - 1
-            for minibatch in iterate_minibatches(batch, module.minibatches, False, generator):
-                terms = module.loss(minibatch, module.ratio_clip, diagnostics=diagnostics)
-                optimizer.zero_grad(set_to_none=True)
-                terms["loss"].backward()
-                clip_grad_norm_(params, module.clip_grad_norm)
-                optimizer.step()
-                if diagnostics:
-                    rows.append(torch.stack([v.detach() for v in terms.values()]))
-        if rows:
-            torch.stack(rows).mean(0).tolist()
-        marks.append(time.perf_counter())
-    return np.diff(marks)
+    for _ in range(steps):
+        loop.step()
+        marks.append(_now())
+    return np.diff(np.array(marks), axis=0)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300, help="training steps (rollouts) per measurement")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--log_every_n_steps", type=int, default=1,
-                        help="Trainer(log_every_n_steps): 1 logs once per rollout, the CLI's default")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    plain, lightning = [], []
-    for _ in range(args.repeats):
-        # Alternating, so a noisy neighbour on a shared host slows both about equally.
-        plain.append(time_plain(args.steps, args.log_every_n_steps))
-        lightning.append(time_lightning(args.steps, args.log_every_n_steps))
+def report(clock: str, plain: list[np.ndarray], lightning: list[np.ndarray]) -> None:
+    """Print the overhead of ``lightning`` over ``plain`` (seconds per step, one array per round)."""
     plain_steps, lightning_steps = np.concatenate(plain), np.concatenate(lightning)
-    print(f"{len(plain_steps)} training steps of 16 updates each way, {args.repeats} alternating rounds")
+    print(f"-- {clock}")
     # Per-step statistics: the median and lower quartile are robust to bursts of interference
     # from other tenants of a shared host, which the mean of a whole run is not.
     for name, stat in (("median", np.median), ("25th percentile", lambda x: np.percentile(x, 25)),
@@ -155,6 +189,39 @@ def main() -> None:
                        for p, q in zip(plain, lightning, strict=True))
     print(f"[per round] overhead median {np.median(per_round):5.1f}% of a training step over {len(per_round)} rounds "
           f"(range {per_round[0]:.1f}% to {per_round[-1]:.1f}%)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300, help="training steps (rollouts) per measurement")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--log_every_n_steps", type=int, default=1,
+                        help="Trainer(log_every_n_steps): 1 logs once per rollout, the CLI's default")
+    parser.add_argument("--mode", choices=("interleaved", "rounds"), default="interleaved",
+                        help="interleaved: a plain step after every Lightning step, in one fit (the pairs are "
+                             "milliseconds apart); rounds: whole plain and Lightning runs one after the other")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    plain, lightning = [], []
+    for _ in range(args.repeats):
+        if args.mode == "interleaved":
+            clock = time_lightning(args.steps, args.log_every_n_steps, PlainLoop(args.steps, args.log_every_n_steps))
+            lightning.append(np.array(clock.lightning))
+            plain.append(np.array(clock.plain_times[1:]))  # the plain step that ran right after each one
+        else:
+            # Alternating, so a noisy neighbour on a shared host slows both about equally.
+            plain.append(time_plain(args.steps, args.log_every_n_steps))
+            lightning.append(np.array(time_lightning(args.steps, args.log_every_n_steps).lightning))
+    print(f"{sum(len(q) for q in lightning)} training steps of 16 updates each way, {args.repeats} "
+          f"{'interleaved runs' if args.mode == 'interleaved' else 'alternating rounds'}")
+    for clock_name, column in (("wall clock", 0), ("CPU clock (this thread)", 1)):
+        report(clock_name, [p[:, column] for p in plain], [q[:, column] for q in lightning])
+        if args.mode == "interleaved":
+            # Each Lightning step minus the plain step next to it: host drift cancels within a pair.
+            diffs = np.concatenate([q[:, column] - p[:, column] for p, q in zip(plain, lightning, strict=True)])
+            whole = np.median(np.concatenate([q[:, column] for q in lightning]))
+            print(f"[paired] overhead median {np.median(diffs) * 1e3:5.2f} ms = "
+                  f"{100 * np.median(diffs) / whole:5.1f}% of a training step")
     print("target: overhead <= 5% of a training step (median)")
 
 
