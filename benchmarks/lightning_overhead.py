@@ -32,7 +32,7 @@ from torch.utils.data import IterableDataset
 
 from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.algos import PPO
-from lightning_rl.algos.optim import build_optimizer, clip_grad_norm_
+from lightning_rl.algos.optim import adam_step, build_optimizer, clip_grad_norm_
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
 from lightning_rl.samplers import SerialSampler
 
@@ -81,10 +81,16 @@ class PlainLoop:
     module computes when every rollout is logged (the last epoch's loss terms, entropy, KL and
     clip fraction, averaged once per rollout): the same work, so the difference is the
     framework's. With ``log_every_n_steps`` N > 1 the module skips them on N - 1 of N rollouts.
+
+    ``update``: "torch" steps as one writes it by hand (``optimizer.zero_grad()``, ``backward``,
+    clip, ``optimizer.step()``); "direct" makes the same calls as lightning_rl's direct update
+    path (gradients set to None, :func:`~lightning_rl.algos.optim.adam_step`), so that only the
+    framework around the updates differs.
     """
 
-    def __init__(self, steps: int, log_every_n_steps: int = 1) -> None:
+    def __init__(self, steps: int, log_every_n_steps: int = 1, update: str = "torch") -> None:
         self.module = make_module(steps)
+        self.update = update
         self.module.setup("fit")
         self.module.make_dataset()
         self.params = list(self.module.agent.parameters_for("model"))
@@ -100,10 +106,15 @@ class PlainLoop:
             diagnostics = logged and epoch == module.epochs - 1
             for minibatch in iterate_minibatches(module.rollout, module.minibatches, False, module.minibatch_generator):
                 terms = module.loss(minibatch, module.ratio_clip, diagnostics=diagnostics)
-                optimizer.zero_grad(set_to_none=True)
+                if self.update == "torch":
+                    optimizer.zero_grad(set_to_none=True)
+                else:
+                    for p in self.params:
+                        p.grad = None
                 terms["loss"].backward()
                 clip_grad_norm_(self.params, module.clip_grad_norm)
-                optimizer.step()
+                if self.update == "torch" or not adam_step(optimizer):
+                    optimizer.step()
                 if diagnostics:
                     rows.append(torch.stack([v.detach() for v in terms.values()]))
         if rows:
@@ -126,30 +137,30 @@ class _StepClock(pl.Callback):
     next to it in time, so a host that speeds up or slows down affects both alike.
     """
 
-    def __init__(self, plain: PlainLoop | None = None) -> None:
-        self.plain = plain
+    def __init__(self, plains: dict[str, PlainLoop] | None = None) -> None:
+        self.plains = plains or {}
         self.lightning: list[tuple[float, float]] = []
-        self.plain_times: list[tuple[float, float]] = []
+        self.plain_times: dict[str, list[tuple[float, float]]] = {name: [] for name in self.plains}
         self._last: tuple[float, float] | None = None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         now = _now()
         if self._last is not None:
             self.lightning.append((now[0] - self._last[0], now[1] - self._last[1]))
-        if self.plain is not None:
-            self.plain.step()
+        for name, plain in self.plains.items():
+            plain.step()
             after = _now()
-            self.plain_times.append((after[0] - now[0], after[1] - now[1]))
+            self.plain_times[name].append((after[0] - now[0], after[1] - now[1]))
             now = after
         self._last = now
 
 
-def time_lightning(steps: int, log_every_n_steps: int = 1, plain: PlainLoop | None = None) -> _StepClock:
+def time_lightning(steps: int, log_every_n_steps: int = 1, plains: dict[str, PlainLoop] | None = None) -> _StepClock:
     """Time ``steps`` training steps under ``Trainer.fit`` (Lightning loop, hooks, callbacks and
-    logging included; wall and CPU seconds in the returned clock), with a plain step after each
-    one when ``plain`` is given."""
+    logging included; wall and CPU seconds in the returned clock), with a step of each of
+    ``plains`` after each one."""
     module = make_module(steps)
-    clock = _StepClock(plain)
+    clock = _StepClock(plains)
     trainer = pl.Trainer(
         max_epochs=1, accelerator="cpu", logger=pl.loggers.CSVLogger("/tmp/lightning_rl_overhead"),
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, callbacks=[clock],
@@ -161,9 +172,9 @@ def time_lightning(steps: int, log_every_n_steps: int = 1, plain: PlainLoop | No
     return clock
 
 
-def time_plain(steps: int, log_every_n_steps: int = 1) -> np.ndarray:
+def time_plain(steps: int, log_every_n_steps: int = 1, update: str = "torch") -> np.ndarray:
     """Wall and CPU seconds per training step of the same updates in a plain loop, ``[steps - 1, 2]``."""
-    loop = PlainLoop(steps, log_every_n_steps)
+    loop = PlainLoop(steps, log_every_n_steps, update)
     marks = []
     for _ in range(steps):
         loop.step()
@@ -174,7 +185,6 @@ def time_plain(steps: int, log_every_n_steps: int = 1) -> np.ndarray:
 def report(clock: str, plain: list[np.ndarray], lightning: list[np.ndarray]) -> None:
     """Print the overhead of ``lightning`` over ``plain`` (seconds per step, one array per round)."""
     plain_steps, lightning_steps = np.concatenate(plain), np.concatenate(lightning)
-    print(f"-- {clock}")
     # Per-step statistics: the median and lower quartile are robust to bursts of interference
     # from other tenants of a shared host, which the mean of a whole run is not.
     for name, stat in (("median", np.median), ("25th percentile", lambda x: np.percentile(x, 25)),
@@ -191,6 +201,11 @@ def report(clock: str, plain: list[np.ndarray], lightning: list[np.ndarray]) -> 
           f"(range {per_round[0]:.1f}% to {per_round[-1]:.1f}%)")
 
 
+#: The plain loops each Lightning step is compared with (``PlainLoop(update=...)``).
+PLAIN_UPDATES = {"torch": "plain loop as written by hand (optimizer.zero_grad / step)",
+                 "direct": "plain loop making lightning_rl's update calls (only the framework differs)"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300, help="training steps (rollouts) per measurement")
@@ -198,30 +213,41 @@ def main() -> None:
     parser.add_argument("--log_every_n_steps", type=int, default=1,
                         help="Trainer(log_every_n_steps): 1 logs once per rollout, the CLI's default")
     parser.add_argument("--mode", choices=("interleaved", "rounds"), default="interleaved",
-                        help="interleaved: a plain step after every Lightning step, in one fit (the pairs are "
+                        help="interleaved: plain steps after every Lightning step, in one fit (the pairs are "
                              "milliseconds apart); rounds: whole plain and Lightning runs one after the other")
+    parser.add_argument("--plain", nargs="+", choices=tuple(PLAIN_UPDATES), default=list(PLAIN_UPDATES),
+                        help="plain loops to compare with: torch (as written by hand) and/or direct "
+                             "(lightning_rl's own update calls)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    plain, lightning = [], []
+    plain: dict[str, list[np.ndarray]] = {name: [] for name in args.plain}
+    lightning: list[np.ndarray] = []
     for _ in range(args.repeats):
         if args.mode == "interleaved":
-            clock = time_lightning(args.steps, args.log_every_n_steps, PlainLoop(args.steps, args.log_every_n_steps))
+            loops = {name: PlainLoop(args.steps, args.log_every_n_steps, name) for name in args.plain}
+            clock = time_lightning(args.steps, args.log_every_n_steps, loops)
             lightning.append(np.array(clock.lightning))
-            plain.append(np.array(clock.plain_times[1:]))  # the plain step that ran right after each one
+            for name in args.plain:  # the plain steps that ran right after each timed Lightning step
+                plain[name].append(np.array(clock.plain_times[name][1:]))
         else:
             # Alternating, so a noisy neighbour on a shared host slows both about equally.
-            plain.append(time_plain(args.steps, args.log_every_n_steps))
+            for name in args.plain:
+                plain[name].append(time_plain(args.steps, args.log_every_n_steps, name))
             lightning.append(np.array(time_lightning(args.steps, args.log_every_n_steps).lightning))
     print(f"{sum(len(q) for q in lightning)} training steps of 16 updates each way, {args.repeats} "
           f"{'interleaved runs' if args.mode == 'interleaved' else 'alternating rounds'}")
-    for clock_name, column in (("wall clock", 0), ("CPU clock (this thread)", 1)):
-        report(clock_name, [p[:, column] for p in plain], [q[:, column] for q in lightning])
-        if args.mode == "interleaved":
-            # Each Lightning step minus the plain step next to it: host drift cancels within a pair.
-            diffs = np.concatenate([q[:, column] - p[:, column] for p, q in zip(plain, lightning, strict=True)])
-            whole = np.median(np.concatenate([q[:, column] for q in lightning]))
-            print(f"[paired] overhead median {np.median(diffs) * 1e3:5.2f} ms = "
-                  f"{100 * np.median(diffs) / whole:5.1f}% of a training step")
+    for name in args.plain:
+        print(f"==== against the {PLAIN_UPDATES[name]}: --plain {name}")
+        for clock_name, column in (("wall clock", 0), ("CPU clock (this thread)", 1)):
+            print(f"-- {clock_name}")
+            report(clock_name, [p[:, column] for p in plain[name]], [q[:, column] for q in lightning])
+            if args.mode == "interleaved":
+                # Each Lightning step minus the plain step next to it: host drift cancels within a pair.
+                diffs = np.concatenate([q[:, column] - p[:, column]
+                                        for p, q in zip(plain[name], lightning, strict=True)])
+                whole = np.median(np.concatenate([q[:, column] for q in lightning]))
+                print(f"[paired] overhead median {np.median(diffs) * 1e3:5.2f} ms = "
+                      f"{100 * np.median(diffs) / whole:5.1f}% of a training step")
     print("target: overhead <= 5% of a training step (median)")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
+import torch.optim.optimizer as torch_optimizer
 from pytorch_lightning.cli import OptimizerCallable
 from pytorch_lightning.plugins.precision import Precision
 from pytorch_lightning.strategies import SingleDeviceStrategy
@@ -24,6 +25,7 @@ __all__ = [
     "direct_update",
     "direct_updates_safe",
     "FiniteCheck",
+    "adam_step",
     "all_finite",
     "check_finite_parameters",
     "mean_metrics",
@@ -76,9 +78,11 @@ def build_optimizer(
 
 
 def clip_grad_norm_(parameters: Sequence[torch.Tensor], max_norm: float) -> None:
-    """``torch.nn.utils.clip_grad_norm_`` (same result, bit for bit) in four ops for one device.
+    """``torch.nn.utils.clip_grad_norm_`` (same result, bit for bit) in a few ops for one device.
 
-    Gradients of mixed devices or dtypes go through the library function.
+    Gradients of mixed devices or dtypes go through the library function. On the CPU the scale
+    factor is read back (no device to wait for) and the gradients are left alone when it is 1,
+    where the library multiplies them by exactly 1.
     """
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
@@ -88,7 +92,76 @@ def clip_grad_norm_(parameters: Sequence[torch.Tensor], max_norm: float) -> None
         torch.nn.utils.clip_grad_norm_(parameters, max_norm)
         return
     total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    coef = max_norm / (total + 1e-6)
+    if first.device.type == "cpu" and coef.item() >= 1.0:  # False for a NaN norm: that one is multiplied
+        return
+    torch._foreach_mul_(grads, torch.clamp(coef, max=1.0))
+
+
+#: PyTorch's fused Adam kernels, which :func:`adam_step` calls directly (absent: it never does).
+_FUSED_ADAM = getattr(torch, "_fused_adam_", None)
+_FUSED_ADAMW = getattr(torch, "_fused_adamw_", None)
+#: The optimizer classes whose step is ``Adam.step`` (AdamW is Adam with decoupled weight decay).
+_ADAMS = tuple(c for c in (torch.optim.Adam, torch.optim.AdamW) if c.step is torch.optim.Adam.step)
+
+
+def adam_step(optimizer: torch.optim.Optimizer) -> bool:
+    """``optimizer.step()`` for a fused ``torch.optim.Adam`` without its per-step Python; False
+    (nothing done) where that would change anything, so the caller steps it the usual way.
+
+    ``Adam.step`` spends most of its time on a small network in Python: its profiler range and
+    hook loops, per-parameter state checks, grouping the tensors by device. When the optimizer is
+    exactly ``Adam`` or ``AdamW`` with ``fused=True``, every parameter has a dense gradient and initialized
+    state, all share one device and dtype, the hyperparameters are numbers, and nothing hooks
+    the step (optimizer or global step hooks, or an LR scheduler's wrapper of ``step``), this
+    makes the calls ``Adam.step`` ends in (count the steps, one fused kernel per group), so the
+    parameters and the state come out bit for bit the same. The first step, which creates the
+    state, always goes the usual way.
+    """
+    if type(optimizer) not in _ADAMS or _FUSED_ADAM is None or _FUSED_ADAMW is None:
+        return False
+    patched = vars(optimizer).get("step")
+    # An LR scheduler wraps ``step`` to note that it ran; that note is kept, any other wrapper
+    # makes the usual step run.
+    if patched is not None and not getattr(patched, "_wrapped_by_lr_sched", False):
+        return False
+    if (optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
+            or torch_optimizer._global_optimizer_pre_hooks or torch_optimizer._global_optimizer_post_hooks
+            or getattr(optimizer, "grad_scale", None) is not None or getattr(optimizer, "found_inf", None) is not None):
+        return False
+    calls = []
+    state = optimizer.state
+    for group in optimizer.param_groups:
+        params = group["params"]
+        if not params:
+            continue
+        if (not group["fused"] or group["capturable"] or group["differentiable"]
+                or not all(isinstance(x, (int, float)) for x in (group["lr"], group["eps"], group["weight_decay"],
+                                                                  *group["betas"]))):
+            return False
+        grads = [p.grad for p in params]
+        if any(g is None or g.is_sparse for g in grads) or any(p not in state for p in params):
+            return False
+        states = [state[p] for p in params]  # (``state`` is a defaultdict: no lookups before the check)
+        if not all(states):
+            return False
+        first = params[0]
+        if any(p.device != first.device or p.dtype != first.dtype or p.is_complex() for p in params):
+            return False
+        amsgrad = group["amsgrad"]
+        calls.append((group, params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+                      [s["max_exp_avg_sq"] for s in states] if amsgrad else [], [s["step"] for s in states]))
+    with torch.no_grad():
+        for group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps in calls:
+            torch._foreach_add_(steps, 1)
+            kernel = _FUSED_ADAMW if group["decoupled_weight_decay"] else _FUSED_ADAM
+            beta1, beta2 = group["betas"]
+            kernel(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, amsgrad=group["amsgrad"],
+                   lr=group["lr"], beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
+                   maximize=group["maximize"], grad_scale=None, found_inf=None)
+    if patched is not None:
+        optimizer._opt_called = True  # type: ignore[attr-defined]
+    return True
 
 
 def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "train/") -> dict[str, float]:
@@ -197,7 +270,10 @@ def direct_update(optimizers: Sequence[Any], loss: torch.Tensor, clips: Sequence
     """
     inners = [optimizer.optimizer for optimizer in optimizers]
     for inner in inners:
-        inner.zero_grad(set_to_none=True)
+        # What zero_grad(set_to_none=True) does, without its profiler range.
+        for group in inner.param_groups:
+            for p in group["params"]:
+                p.grad = None
     loss.backward()
     for inner, clip in zip(inners, clips, strict=True):
         if clip is not None:
@@ -206,7 +282,8 @@ def direct_update(optimizers: Sequence[Any], loss: torch.Tensor, clips: Sequence
     for optimizer, inner in zip(optimizers, inners, strict=True):
         # The manual-optimization loop's own step bookkeeping (global_step, profiler).
         optimizer._on_before_step()
-        inner.step()
+        if not adam_step(inner):
+            inner.step()
         optimizer._on_after_step()
 
 

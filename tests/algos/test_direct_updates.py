@@ -10,7 +10,7 @@ import torch
 
 from lightning_rl.agents import SacAgent, Td3Agent
 from lightning_rl.algos import PPO, SAC, TD3
-from lightning_rl.algos.optim import build_optimizer, clip_grad_norm_
+from lightning_rl.algos.optim import adam_step, build_optimizer, clip_grad_norm_
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import cartpole_ppo, make_trainer, params_vector
 
@@ -169,3 +169,116 @@ def test_mean_metrics_averages_rows_per_name_as_floats():
     # Means by hand: (1 + 3 + 5) / 3 = 3 and (10 + 20 + 60) / 3 = 30.
     assert mean_metrics(["loss", "kl"], rows) == {"train/loss": 3.0, "train/kl": 30.0}
     assert mean_metrics(["loss"], [], prefix="x/") == {}
+
+
+def test_fast_grad_clipping_spreads_a_nan_norm_as_torch_does():
+    ours, theirs = _grads(1), _grads(1)
+    for params in (ours, theirs):
+        params[2].grad[0, 0] = float("nan")
+    clip_grad_norm_(ours, 1e6)  # unclipped by size, but the norm is NaN: every gradient becomes NaN
+    torch.nn.utils.clip_grad_norm_(theirs, 1e6)
+    for a, b in zip(ours[:-1], theirs[:-1], strict=True):
+        assert torch.isnan(a.grad).all()
+        torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=0, equal_nan=True)
+
+
+def _adam_pair(kind: str) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer]:
+    """The same optimizer twice over equal parameters; ``kind`` picks the settings."""
+    pairs = []
+    for _ in range(2):
+        gen = torch.Generator().manual_seed(3)
+        a = [torch.nn.Parameter(torch.randn(shape, generator=gen)) for shape in [(8, 4), (8,), (2, 8)]]
+        b = [torch.nn.Parameter(torch.randn(shape, generator=gen)) for shape in [(5,), (1,)]]
+        if kind == "two-groups":
+            opt = torch.optim.Adam([{"params": a}, {"params": b, "lr": 0.05}], lr=1e-2, fused=True)
+        elif kind == "adamw":
+            opt = torch.optim.AdamW(a + b, lr=1e-2, weight_decay=0.1, fused=True)
+        else:
+            settings = {"plain": {}, "weight-decay": {"weight_decay": 0.1}, "amsgrad": {"amsgrad": True},
+                        "maximize": {"maximize": True, "betas": (0.8, 0.9), "eps": 1e-5}}[kind]
+            opt = torch.optim.Adam(a + b, lr=1e-2, fused=True, **settings)
+        pairs.append(opt)
+    return pairs[0], pairs[1]
+
+
+def _set_grads(opt: torch.optim.Optimizer, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    for group in opt.param_groups:
+        for p in group["params"]:
+            p.grad = torch.randn(p.shape, generator=gen)
+
+
+def _opt_tensors(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+    out = []
+    for group in opt.param_groups:
+        for p in group["params"]:
+            out.append(p.detach())
+            out.extend(v for _, v in sorted(opt.state[p].items()))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["plain", "weight-decay", "amsgrad", "maximize", "two-groups", "adamw"])
+def test_adam_step_matches_torch_adam_step_bit_for_bit(kind):
+    ours, theirs = _adam_pair(kind)
+    _set_grads(ours, 0)
+    _set_grads(theirs, 0)
+    assert not adam_step(ours)  # the first step creates the state: the usual path does it
+    ours.step()
+    theirs.step()
+    for i in range(1, 6):
+        if i == 3:  # a schedule changing the learning rate between steps
+            for opt in (ours, theirs):
+                opt.param_groups[0]["lr"] = 3e-3
+        _set_grads(ours, i)
+        _set_grads(theirs, i)
+        assert adam_step(ours)
+        theirs.step()
+    mine, reference = _opt_tensors(ours), _opt_tensors(theirs)
+    assert len(mine) == len(reference) > 10
+    for a, b in zip(mine, reference, strict=True):
+        assert torch.equal(a, b)
+    assert float(ours.state[ours.param_groups[0]["params"][0]]["step"]) == 6.0
+
+
+def test_adam_step_leaves_everything_alone_where_it_would_differ():
+    ours, _ = _adam_pair("two-groups")
+    _set_grads(ours, 0)
+    ours.step()
+    before = [t.clone() for t in _opt_tensors(ours)]
+    _set_grads(ours, 1)
+    ours.param_groups[1]["params"][1].grad = None  # one parameter without a gradient (torch skips it)
+    assert not adam_step(ours)
+    assert all(torch.equal(a, b) for a, b in zip(_opt_tensors(ours), before, strict=True))  # no step counted
+    _set_grads(ours, 1)
+    calls = []
+    handle = ours.register_step_pre_hook(lambda opt, args, kwargs: calls.append(1))
+    assert not adam_step(ours)  # a hook on the step: the usual path runs it
+    handle.remove()
+    ours.param_groups[0]["lr"] = torch.tensor(1e-3)
+    assert not adam_step(ours)  # a tensor learning rate
+    ours.param_groups[0]["lr"] = 1e-3
+    assert adam_step(ours)
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    for opt in (torch.optim.Adam(params, fused=False), torch.optim.SGD(params, lr=0.1)):
+        params[0].grad = torch.ones(3)
+        opt.step()
+        assert not adam_step(opt)
+
+
+def test_adam_step_keeps_the_lr_schedulers_note_that_the_optimizer_stepped():
+    ours, theirs = _adam_pair("plain")
+    schedulers = [torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5) for opt in (ours, theirs)]
+    for opt in (ours, theirs):
+        _set_grads(opt, 0)
+        opt.step()
+    for i in range(1, 4):
+        _set_grads(ours, i)
+        _set_grads(theirs, i)
+        ours._opt_called = False
+        assert adam_step(ours)
+        assert ours._opt_called  # what the scheduler's wrapper of step records
+        theirs.step()
+        for s in schedulers:
+            s.step()
+    assert ours.param_groups[0]["lr"] == theirs.param_groups[0]["lr"] == pytest.approx(1e-2 / 8)
+    assert all(torch.equal(a, b) for a, b in zip(_opt_tensors(ours), _opt_tensors(theirs), strict=True))
