@@ -12,6 +12,7 @@ from lightning_rl.algos.base import RLModule
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.envs import make_env
 from lightning_rl.envs.atari import AtariEnv
+from lightning_rl.envs.make import route_mujoco_warnings
 
 
 def play_episodes(
@@ -102,6 +103,8 @@ def _make_recording_env(
     import gymnasium as gym
 
     from lightning_rl.envs.gymnasium import GymEnvWrapper
+
+    route_mujoco_warnings(env_id)
 
     def build(**kwargs: Any) -> Any:
         inner = gym.make(env_id, render_mode="rgb_array", **kwargs) if isinstance(env_id, str) else env_id(**kwargs)

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +131,20 @@ def assert_same_data(a: Any, b: Any, where: str) -> None:
             assert_same_data(x, y, f"{where}[{i}]")
     else:
         assert a == b, where
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", CONFIGS)
+def test_a_default_fit_of_a_shipped_config_prints_no_warning(config: str, tmp_path: Path) -> None:
+    # As a user runs it: the entry point in a new process with the default trainer (progress
+    # display, logger, run directory), only the budget and batch shrunk; every line of both
+    # streams is read, MuJoCo's C library's included.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "CI")}
+    result = subprocess.run(
+        [sys.executable, "-m", "lightning_rl.cli", "fit", "--config", str(ROOT / "configs" / config), *shrink(config)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert f"stopped: budget: total_env_steps={BUDGET} reached" in output, output[-3000:]  # the end summary
+    assert [line for line in output.splitlines() if re.search("warn", line, re.IGNORECASE)] == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ from lightning_rl.envs.base import Env
 from lightning_rl.envs.gymnasium import GymEnvWrapper
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
 
-__all__ = ["atari_game_from_id", "default_traj_info_cls", "is_atari_id", "make_env"]
+__all__ = ["atari_game_from_id", "default_traj_info_cls", "is_atari_id", "make_env", "route_mujoco_warnings"]
 
 _ATARI_ID = re.compile(
     r"^(?:ALE/(?P<v5>[A-Za-z0-9]+)(?P<rest>(?:-[A-Za-z]+)*)-v\d+|(?P<v4>[A-Za-z0-9]+)NoFrameskip-v4)$"
@@ -78,6 +79,39 @@ def vector_atari_settings(env_id: str, env_kwargs: dict[str, Any], backend: str)
     return settings
 
 
+#: Starts of MuJoCo warnings about gymnasium's own model files, which a user cannot change
+#: (``half_cheetah.xml`` sets ``settotalmass``, deprecated in MuJoCo 3.3): not shown.
+MUJOCO_WARNINGS_DROPPED = ("compiler attribute 'settotalmass' is deprecated",)
+
+
+def route_mujoco_warnings(env_id: Any) -> None:
+    """For a gymnasium MuJoCo id, send MuJoCo's warnings to Python's ``warnings`` (once per process).
+
+    MuJoCo's C library prints its warnings to stderr, where no filter reaches them; a
+    ``RuntimeWarning("MuJoCo: ...")`` can be filtered, recorded or turned into an error, and
+    Python shows each once. Those in :data:`MUJOCO_WARNINGS_DROPPED` are dropped. A handler set
+    before (``mujoco.set_mju_user_warning``, by the user or an earlier call) is left in place;
+    forked sampler workers inherit it.
+    """
+    if not isinstance(env_id, str):
+        return
+    try:
+        entry_point = gymnasium.spec(env_id).entry_point
+    except gymnasium.error.Error:
+        return  # not registered: gymnasium.make names the problem
+    if "gymnasium.envs.mujoco" not in str(entry_point):
+        return
+    import mujoco
+
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_mujoco_warning)
+
+
+def _mujoco_warning(message: str) -> None:
+    if not message.startswith(MUJOCO_WARNINGS_DROPPED):
+        warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2)
+
+
 def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None = None, **kwargs: Any) -> Env:
     """Make a lightning_rl env.
 
@@ -117,6 +151,7 @@ def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None 
             kwargs.setdefault("repeat_action_probability", ALE_V5_REPEAT_ACTION_PROBABILITY)
         env = AtariEnv(game=atari_game_from_id(env_id), **kwargs)
     elif isinstance(env_id, str):
+        route_mujoco_warnings(env_id)
         try:
             env = GymEnvWrapper(gymnasium.make(env_id, **kwargs))
         except gymnasium.error.Error as e:

@@ -43,7 +43,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from lightning_rl.envs.atari import AtariEnvInfo
-from lightning_rl.envs.make import atari_game_from_id, is_atari_id, vector_atari_settings
+from lightning_rl.envs.make import atari_game_from_id, is_atari_id, route_mujoco_warnings, vector_atari_settings
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
 from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, cpu_count, set_agent_mode
 from lightning_rl.samplers.collectors import act, act_eval, bootstrap_value, reset_agent_envs
@@ -707,6 +707,7 @@ class VectorSampler(BaseSampler):
 def _make_gymnasium_env(env_id: str | Callable[..., Any], env_kwargs: dict[str, Any]) -> gymnasium.Env:
     """One gymnasium env for the ``sync``/``async`` backends."""
     if isinstance(env_id, str):
+        route_mujoco_warnings(env_id)
         return gymnasium.make(env_id, **env_kwargs)
     env = env_id(**env_kwargs)
     if not isinstance(env, gymnasium.Env):

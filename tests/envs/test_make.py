@@ -104,3 +104,33 @@ def test_every_shipped_atari_config_says_which_sticky_actions_it_uses():
             atari += 1
             assert "repeat_action_probability" in (sampler.get("env_kwargs") or {}), path.name
     assert atari == 5
+
+
+def test_mujoco_warnings_go_through_python_and_gymnasiums_own_asset_warning_is_dropped(capfd):
+    import warnings
+
+    import mujoco
+
+    from lightning_rl.envs.make import _mujoco_warning
+
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(None)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            env = make_env("HalfCheetah-v5")  # gymnasium's half_cheetah.xml sets the deprecated settotalmass
+            env.close()
+            assert mujoco.get_mju_user_warning() is _mujoco_warning
+            mujoco.get_mju_user_warning()("Nan, Inf or huge value in QACC at DOF 0")  # any other warning
+        out, err = capfd.readouterr()
+        assert "settotalmass" not in out + err  # nothing printed by MuJoCo's C library
+        assert [str(w.message) for w in caught] == ["MuJoCo: Nan, Inf or huge value in QACC at DOF 0"]
+        assert caught[0].category is RuntimeWarning
+        # A handler the user set stays.
+        mine = []
+        mujoco.set_mju_user_warning(mine.append)
+        make_env("HalfCheetah-v5").close()
+        assert mujoco.get_mju_user_warning() is not _mujoco_warning
+        assert mine and mine[0].startswith("compiler attribute 'settotalmass'")
+    finally:
+        mujoco.set_mju_user_warning(previous)
