@@ -14,6 +14,11 @@ alike; the figure to read is the median of the paired differences. ``--mode roun
 whole plain and Lightning runs one after the other instead. Both clocks are printed: wall time
 and this thread's CPU time.
 
+Two plain loops (``--plain``, both by default): ``torch``, the loop as written by hand
+(``optimizer.zero_grad()``, ``optimizer.step()``), and ``direct``, the same loop making
+lightning_rl's update calls (:func:`~lightning_rl.algos.optim.adam_step`), which leaves only the
+framework around the updates as the difference.
+
 Usage::
 
     python benchmarks/lightning_overhead.py --steps 200 --repeats 5
