@@ -42,9 +42,11 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from lightning_rl.data.buffers import buffer_func
 from lightning_rl.envs.atari import AtariEnvInfo
 from lightning_rl.envs.make import atari_game_from_id, is_atari_id, route_mujoco_warnings, vector_atari_settings
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
+from lightning_rl.safe_state import copy_into, decode, encode, env_state, load_env_state
 from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, cpu_count, set_agent_mode
 from lightning_rl.samplers.collectors import act, act_eval, bootstrap_value, reset_agent_envs
 from lightning_rl.samplers.envpool_backend import EnvPoolVectorEnv, envpool_atari_kwargs
@@ -385,6 +387,33 @@ class VectorCollector:
         sb.prev_reward[done] = 0
         sb.reset_agent[done] = True
 
+    #: The per-copy episode statistics of :meth:`_account`, kept in checkpoints.
+    _STATS = ("length", "ret", "nonzero", "discounted", "cur_discount", "score", "lives")
+
+    def state(self) -> dict[str, Any]:
+        """Everything but the vector env needed to continue exactly (for checkpoints); copies.
+
+        :func:`lightning_rl.safe_state.encode` stores it as data (TrajInfos as plain dicts).
+        """
+        return {
+            "step_buffer": buffer_func(self.step_buffer, np.array),
+            "stats": {name: np.array(getattr(self, name)) for name in self._STATS},
+            "traj_infos": [dict(t) for t in self.traj_infos],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore a decoded :meth:`state` into the existing buffers, in place.
+
+        Raises:
+            ValueError: If a stored array's shape differs from this collector's (another ``n``).
+        """
+        copy_into(self.step_buffer, state["step_buffer"], "collector.step_buffer")
+        for name in self._STATS:
+            copy_into(getattr(self, name), state["stats"][name], f"collector.{name}")
+        self.traj_infos = [self.traj_info_factory() for _ in state["traj_infos"]]
+        for traj_info, stored in zip(self.traj_infos, state["traj_infos"], strict=True):
+            traj_info.update(stored)
+
     def close(self) -> None:
         """Close the vector env."""
         self.venv.close()
@@ -401,10 +430,13 @@ class VectorSampler(BaseSampler):
     whose spaces the vector env must match. ``env_info`` holds ``truncated``, ``terminated`` (and
     Atari's ``game_score``, ``traj_done``); other fields of the probe's ``env_info`` are zeros.
 
-    Checkpoints hold the counters only (as for the parallel samplers): a resumed run starts new
-    episodes. An exception raised by the vector env is raised again as an instance of its type
-    that is also a :class:`~lightning_rl.samplers.errors.SamplerWorkerError`, naming the backend
-    and the call, and the sampler is shut down.
+    Checkpoints hold the counters and, for vector envs whose state is plain data (gymnasium's
+    NumPy entry points), that state, so a resumed run continues its episodes exactly; with the
+    other backends a resumed run starts new episodes, as with the parallel samplers.
+
+    An exception raised by the vector env is raised again as an instance of its type that is
+    also a :class:`~lightning_rl.samplers.errors.SamplerWorkerError`, naming the backend and the
+    call, and the sampler is shut down.
 
     Args:
         backend: ``"gymnasium"``, ``"ale"``, ``"envpool"``, ``"sync"`` or ``"async"`` (module docstring).
@@ -688,6 +720,54 @@ class VectorSampler(BaseSampler):
             if self.eval_max_trajectories is not None and len(completed) >= self.eval_max_trajectories:
                 break
         return completed[: self.eval_max_trajectories]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counters and, where the vector env's state is plain data (gymnasium's NumPy vector
+        envs), that state and the collector's: a resumed run continues every episode exactly, as
+        with :class:`~lightning_rl.samplers.serial.SerialSampler`. Emulators in C++ (``ale``,
+        ``envpool``) and envs in other processes (``async``) are not stored: a resumed run
+        starts new episodes, as with the parallel samplers. ``overlap`` stores counters only.
+        """
+        state = super().state_dict()
+        collector = getattr(self, "train_collector", None)
+        if not self.initialized or self.overlap or collector is None:
+            return state
+        layers, missing = env_state(collector.venv)
+        if missing or layers is None:
+            return state
+        state["num_envs"] = collector.n
+        state["envs"] = layers
+        state["collector"] = encode(collector.state(), "collector")
+        if self.eval_collector is not None:
+            eval_layers, eval_missing = env_state(self.eval_collector.venv)
+            if not eval_missing and eval_layers is not None:
+                state["eval_envs"] = eval_layers
+                state["eval_seeded"] = self._eval_seeded
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` into an initialized sampler built with the same arguments
+        (without stored env state, only the counters: the envs play on from their own reset).
+
+        Raises:
+            ValueError: If the sampler is not initialized, or the state is for another number of
+                envs or another vector env (wrapper chain).
+        """
+        super().load_state_dict(state)
+        if "envs" not in state:
+            return
+        collector = getattr(self, "train_collector", None)
+        if not self.initialized or collector is None or self.overlap:
+            raise ValueError("VectorSampler.load_state_dict: call initialize() (without overlap) before loading "
+                             "env state")
+        if state["num_envs"] != collector.n:
+            raise ValueError(f"VectorSampler.load_state_dict: the state holds {state['num_envs']} envs, this "
+                             f"sampler has batch_B={collector.n}")
+        load_env_state(collector.venv, state["envs"])
+        collector.load_state(decode(state["collector"]))
+        if state.get("eval_envs") is not None and self.eval_collector is not None:
+            load_env_state(self.eval_collector.venv, state["eval_envs"])
+            self._eval_seeded = bool(state["eval_seeded"])
 
     def shutdown(self) -> None:
         if self._closed:
