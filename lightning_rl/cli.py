@@ -534,6 +534,10 @@ QUIET_WARNINGS = (
     r".*Your `IterableDataset` has `__len__` defined.*",
     # Raised inside pytorch_lightning's own code by this torch version's pytree API.
     r".*isinstance\(treespec, LeafSpec\)` is deprecated.*",
+    # DDP: the episode statistics are reduced over the ranks (torchmetrics) before they are
+    # logged, the env-step x-axis is the same on every rank, and the perf/ timings are rank 0's
+    # own (env steps per second counts all ranks); Lightning cannot see that.
+    r".*self\.log\('(train/episodes|train/epoch_return_(mean|max|min)|step|perf/[a-z_]+)', \.\.\., sync_dist=True\)`.*",
 )
 
 
