@@ -110,13 +110,15 @@ def adam_step(optimizer: torch.optim.Optimizer) -> bool:
     (nothing done) where that would change anything, so the caller steps it the usual way.
 
     ``Adam.step`` spends most of its time on a small network in Python: its profiler range and
-    hook loops, per-parameter state checks, grouping the tensors by device. When the optimizer is
-    exactly ``Adam`` or ``AdamW`` with ``fused=True``, every parameter has a dense gradient and initialized
-    state, all share one device and dtype, the hyperparameters are numbers, and nothing hooks
-    the step (optimizer or global step hooks, or an LR scheduler's wrapper of ``step``), this
-    makes the calls ``Adam.step`` ends in (count the steps, one fused kernel per group), so the
-    parameters and the state come out bit for bit the same. The first step, which creates the
-    state, always goes the usual way.
+    hook loops, per-parameter state checks, grouping the tensors by device. This makes the calls
+    ``Adam.step`` ends in (count the steps, one fused kernel per group), so the parameters and
+    the state come out bit for bit the same, when
+    - the optimizer is exactly ``Adam`` or ``AdamW``, with ``fused=True``;
+    - every parameter has a dense gradient and initialized state (so the first step, which
+      creates the state, always goes the usual way), and a group's share one device and dtype;
+    - the hyperparameters are numbers, not tensors;
+    - nothing hooks the step: no optimizer or global step hooks, no wrapper of ``step`` other
+      than an LR scheduler's (whose note that the optimizer stepped is kept).
     """
     if type(optimizer) not in _ADAMS or _FUSED_ADAM is None or _FUSED_ADAMW is None:
         return False
@@ -154,7 +156,7 @@ def adam_step(optimizer: torch.optim.Optimizer) -> bool:
     with torch.no_grad():
         for group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps in calls:
             torch._foreach_add_(steps, 1)
-            kernel = _FUSED_ADAMW if group["decoupled_weight_decay"] else _FUSED_ADAM
+            kernel = _FUSED_ADAMW if group.get("decoupled_weight_decay", False) else _FUSED_ADAM
             beta1, beta2 = group["betas"]
             kernel(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, amsgrad=group["amsgrad"],
                    lr=group["lr"], beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
