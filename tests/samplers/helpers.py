@@ -394,3 +394,51 @@ def check_cartpole_transitions(sampler: Any, batches: int = 4, atol: float = 1e-
             lengths = np.diff(np.flatnonzero(done[:, b]))
             assert set(lengths) <= {int(t.Length) for t in trajs}
     return checked, ends
+
+
+def assert_state_round_trip_continues(sampler_cls: type, env_id: Any, tmp_path: Path, n_batches: int = 3,
+                                      evaluate: bool = False, **kwargs: Any) -> tuple[list[Any], list[dict]]:
+    """A sampler's ``state_dict`` after ``n_batches`` goes through a checkpoint file as the module
+    writes it (``torch.save``, read back with ``weights_only=True``) into a fresh sampler (another
+    seed, the agent's weights copied); its next batch, finished episodes, unfinished TrajInfos
+    and (``evaluate``) eval episodes must equal those of the first sampler simply going on.
+
+    Returns:
+        The expected next batch's completed TrajInfos and eval episodes (for the caller's checks
+        that the comparison covered something).
+    """
+    from lightning_rl.agents import CategoricalPgAgent
+
+    first = sampler_cls(env_id, **kwargs)
+    agent = CategoricalPgAgent(hidden_sizes=(8,))
+    first.initialize(agent, seed=2)
+    torch.manual_seed(0)
+    for itr in range(n_batches):
+        first.obtain_samples(itr)
+    if evaluate:
+        first.evaluate_agent(n_batches)
+    torch.save({"sampler": first.state_dict()}, tmp_path / "state.pt")
+    state = torch.load(tmp_path / "state.pt", weights_only=True)["sampler"]
+    rng = torch.get_rng_state()
+    expected, expected_trajs = first.obtain_samples(n_batches)
+    expected = buffer_func(expected, np.copy)
+    unfinished = [dict(t) for t in first.train_collector.traj_infos]
+    expected_eval = [dict(t) for t in first.evaluate_agent(n_batches + 1)] if evaluate else []
+
+    second = sampler_cls(env_id, **kwargs)
+    agent2 = CategoricalPgAgent(hidden_sizes=(8,))
+    second.initialize(agent2, seed=99)
+    agent2.load_state_dict(agent.state_dict())
+    second.load_state_dict(state)
+    assert second.env_steps == n_batches * first.batch_spec.size
+    torch.set_rng_state(rng)
+    got, got_trajs = second.obtain_samples(n_batches)
+    for a, b in zip(leaves(got), leaves(expected), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert [dict(t) for t in got_trajs] == [dict(t) for t in expected_trajs]
+    assert [dict(t) for t in second.train_collector.traj_infos] == unfinished
+    if evaluate:
+        assert [dict(t) for t in second.evaluate_agent(n_batches + 1)] == expected_eval
+    first.shutdown()
+    second.shutdown()
+    return expected_trajs, expected_eval

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import pickle
-
 import numpy as np
 import pytest
 import torch
 
 from lightning_rl.agents import CategoricalPgAgent
-from lightning_rl.data.buffers import buffer_func
 from lightning_rl.envs import make_env
 from lightning_rl.samplers import SerialSampler
-from tests.samplers.helpers import ObsAgent, leaves, make_counter_env
+from tests.samplers.helpers import ObsAgent, assert_state_round_trip_continues, make_counter_env
 
 
 def test_samples_match_a_hand_rolled_loop():
@@ -89,34 +86,11 @@ def test_reset_one_is_called_for_exactly_the_done_envs():
 
 
 @pytest.mark.parametrize("collector", ["reset", "wait_reset"])
-def test_state_dict_round_trip_continues_identically(collector):
-    kwargs = dict(
-        batch_T=16, batch_B=3, max_decorrelation_steps=30, collector=collector, eval_n_envs=1, eval_max_steps=5
+def test_state_dict_round_trip_continues_identically(collector, tmp_path):
+    assert_state_round_trip_continues(
+        SerialSampler, "CartPole-v1", tmp_path, n_batches=2, batch_T=16, batch_B=3, max_decorrelation_steps=30,
+        collector=collector, eval_n_envs=1, eval_max_steps=5,
     )
-    first = SerialSampler("CartPole-v1", **kwargs)
-    agent = CategoricalPgAgent(hidden_sizes=(8,))
-    first.initialize(agent, seed=2)
-    torch.manual_seed(0)
-    for itr in range(2):
-        first.obtain_samples(itr)
-    state = pickle.loads(pickle.dumps(first.state_dict()))
-    rng = torch.get_rng_state()
-    expected, expected_trajs = first.obtain_samples(2)
-    expected = buffer_func(expected, np.copy)
-    unfinished = [dict(t) for t in first.train_collector.traj_infos]
-
-    second = SerialSampler("CartPole-v1", **kwargs)
-    agent2 = CategoricalPgAgent(hidden_sizes=(8,))
-    second.initialize(agent2, seed=99)
-    agent2.load_state_dict(agent.state_dict())
-    second.load_state_dict(state)
-    assert second.env_steps == 2 * 48
-    torch.set_rng_state(rng)
-    got, got_trajs = second.obtain_samples(2)
-    for a, b in zip(leaves(got), leaves(expected), strict=False):
-        np.testing.assert_array_equal(a, b)
-    assert [dict(t) for t in got_trajs] == [dict(t) for t in expected_trajs]
-    assert [dict(t) for t in second.train_collector.traj_infos] == unfinished
 
 
 def test_load_state_dict_checks_env_count():

@@ -11,12 +11,12 @@ import functools
 import numpy as np
 import pytest
 
-from lightning_rl.data.buffers import buffer_func
 from lightning_rl.samplers import SerialSampler, VectorSampler
 from lightning_rl.samplers.errors import SamplerWorkerError
 from tests.samplers.helpers import (
     ObsAgent,
     assert_same_runs,
+    assert_state_round_trip_continues,
     check_cartpole_transitions,
     leaves,
     make_counter_env,
@@ -168,45 +168,12 @@ def test_env_error_is_raised_with_its_type_and_closes_the_sampler():
 
 
 def test_gymnasium_backend_state_round_trip_continues_identically(tmp_path):
-    # The state goes through a checkpoint file as the module writes it (torch.save, read back
-    # with weights_only=True); the expected batch is the first sampler simply going on.
-    import torch
-
-    from lightning_rl.agents import CategoricalPgAgent
-
-    kwargs = dict(batch_T=16, batch_B=3, backend="gymnasium", max_decorrelation_steps=30, eval_n_envs=2,
-                  eval_max_steps=60)
-    first = VectorSampler("CartPole-v1", **kwargs)
-    agent = CategoricalPgAgent(hidden_sizes=(8,))
-    first.initialize(agent, seed=2)
-    torch.manual_seed(0)
-    for itr in range(3):
-        first.obtain_samples(itr)
-    first.evaluate_agent(3)
-    torch.save({"sampler": first.state_dict()}, tmp_path / "state.pt")
-    state = torch.load(tmp_path / "state.pt", weights_only=True)["sampler"]
-    assert {"envs", "collector", "eval_envs"} <= set(state)
-    rng = torch.get_rng_state()
-    expected, expected_trajs = first.obtain_samples(3)
-    expected = buffer_func(expected, np.copy)
-    expected_eval = [dict(t) for t in first.evaluate_agent(4)]
-    assert any(0 < t.Length < 500 for t in expected_trajs)  # episodes begun before the save ended after it
-    assert expected_eval  # eval episodes from the eval envs' generators as they were at the save
-
-    second = VectorSampler("CartPole-v1", **kwargs)
-    agent2 = CategoricalPgAgent(hidden_sizes=(8,))
-    second.initialize(agent2, seed=99)
-    agent2.load_state_dict(agent.state_dict())
-    second.load_state_dict(state)
-    assert second.env_steps == 3 * 48
-    torch.set_rng_state(rng)
-    got, got_trajs = second.obtain_samples(3)
-    for a, b in zip(leaves(got), leaves(expected), strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert [dict(t) for t in got_trajs] == [dict(t) for t in expected_trajs]
-    assert [dict(t) for t in second.evaluate_agent(4)] == expected_eval
-    first.shutdown()
-    second.shutdown()
+    trajs, eval_trajs = assert_state_round_trip_continues(
+        VectorSampler, "CartPole-v1", tmp_path, n_batches=3, evaluate=True, batch_T=16, batch_B=3,
+        backend="gymnasium", max_decorrelation_steps=30, eval_n_envs=2, eval_max_steps=60,
+    )
+    assert any(0 < t["Length"] < 500 for t in map(dict, trajs))  # episodes begun before the save ended after it
+    assert eval_trajs  # eval episodes from the eval envs' generators as they were at the save
 
 
 def test_load_state_dict_checks_the_env_count_and_other_backends_store_counters_only():
