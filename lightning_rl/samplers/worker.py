@@ -200,9 +200,11 @@ class WorkerPool:
 
     def recv(self) -> tuple[str, int, Any]:
         """The next report ``(kind, worker, payload)``; raises if a worker failed."""
-        if self._pending:
-            return self._pending.pop(0)
         while True:
+            # Checked on every pass: check() moves reports that arrived after a timed-out get()
+            # into _pending, and waiting on the queue again would wait for them forever.
+            if self._pending:
+                return self._pending.pop(0)
             try:
                 msg = self.sync.queue.get(timeout=MAIN_POLL_S)
             except queue_module.Empty:
@@ -246,7 +248,10 @@ class WorkerPool:
             SamplerStepTimeout: An env call in a worker has run longer than ``step_timeout``.
             Exception: A worker's own exception, of its type (see :meth:`_raise_error`).
         """
-        self._pending.extend(self.poll())
+        # poll() replaces _pending (returning what it held with what arrived since): read the
+        # attribute after it ran, not before, or the reports would go to the list it replaced.
+        arrived = self.poll()
+        self._pending.extend(arrived)
         dead = [w for w, p in enumerate(self.procs) if p.exitcode is not None]
         if dead:
             # A worker that raised has reported it before exiting; give the report a moment to arrive.

@@ -157,3 +157,47 @@ def test_ctrl_c_or_death_of_the_main_process_ends_the_workers(how):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+class _LateQueue:
+    """A report queue whose timed ``get`` times out just before the report lands: the report is
+    there for the next ``get_nowait`` (what ``WorkerPool.check`` reads), and no later one comes."""
+
+    def __init__(self, report):
+        self.report = report
+        self.timed_gets = 0
+
+    def get(self, timeout=None):
+        import queue
+
+        self.timed_gets += 1
+        if self.timed_gets > 20:  # a pool that waits on the queue again would wait forever
+            raise AssertionError("recv() kept waiting on the queue for a report it had already taken")
+        raise queue.Empty
+
+    def get_nowait(self):
+        import queue
+
+        if self.report is None:
+            raise queue.Empty
+        report, self.report = self.report, None
+        return report
+
+
+def test_a_report_that_lands_between_a_timeout_and_the_liveness_check_is_returned():
+    # The race behind a hang seen in CI (PPO Pong's CpuSampler waiting for "ready" forever, its
+    # workers idle): recv()'s get() timed out just before a report landed, and check() drained
+    # it. Two faults lost it: check() extended the pending list that poll() had just replaced,
+    # and recv() went back to waiting on the queue without looking at the pending list.
+    import types
+
+    from lightning_rl.samplers.worker import WorkerPool, WorkerSpec
+
+    queue = _LateQueue(("ready", 0, None))
+    sync = types.SimpleNamespace(queue=queue)
+    proc = types.SimpleNamespace(exitcode=None, pid=1)
+    spec = WorkerSpec(index=0, name="w0", env_slice=slice(0, 1), eval_slice=slice(0, 0), acts=True, seed=0,
+                      cpu=None)
+    pool = WorkerPool([proc], [spec], sync)
+    assert pool.gather("ready") == [None]
+    assert queue.timed_gets == 1
