@@ -26,9 +26,9 @@ TARGET = 475.0
 BUDGET = 200_000
 
 
-def run_lightning_rl(seed: int, backend: str = "gymnasium") -> tuple[float, int, bool]:
-    """The shipped config's PPO; ``backend`` a ``VectorSampler`` backend ("gymnasium": gymnasium's
-    NumPy CartPole vector env, the shipped sampler) or "serial" (SerialSampler)."""
+def run_lightning_rl(seed: int, backend: str = "serial") -> tuple[float, int, bool]:
+    """The shipped config's PPO; ``backend`` "serial" (SerialSampler, the shipped sampler) or a
+    ``VectorSampler`` backend ("gymnasium": gymnasium's NumPy CartPole vector env)."""
     from lightning_rl.agents import CategoricalPgAgent
     from lightning_rl.algos import PPO
     from lightning_rl.samplers import SerialSampler, VectorSampler
@@ -95,9 +95,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both (default 1)")
-    parser.add_argument("--backends", nargs="+", default=["gymnasium"], choices=["serial", "gymnasium", "sync"],
-                        help="lightning_rl samplers to time: VectorSampler backends (gymnasium: the shipped one) "
-                             "and/or serial (SerialSampler)")
+    parser.add_argument("--backends", nargs="+", default=["serial"], choices=["serial", "gymnasium", "sync"],
+                        help="lightning_rl samplers to time: serial (the shipped one) and/or VectorSampler backends")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     systems = [(f"lightning_rl/{b}", lambda seed, b=b: run_lightning_rl(seed, b)) for b in args.backends]

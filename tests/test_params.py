@@ -42,16 +42,6 @@ def test_cpanel_overrides_and_coupled_values():
     assert run_group([], config["model"]) == "ppo_hopper"
 
 
-def test_cartpole_params_choose_the_vector_sampler_only_where_gymnasium_has_a_vector_env():
-    sampler = gen_config(CARTPOLE_PARAMS)["model"]["init_args"]["sampler"]
-    assert sampler["class_path"] == "lightning_rl.samplers.VectorSampler"
-    assert sampler["init_args"]["backend"] == "gymnasium"
-    # Acrobot has no vector entry point in gymnasium: one env at a time, no backend argument.
-    sampler = gen_config(CARTPOLE_PARAMS, '{"env": "Acrobot-v1"}')["model"]["init_args"]["sampler"]
-    assert sampler == {"class_path": "lightning_rl.samplers.SerialSampler",
-                       "init_args": {"env_id": "Acrobot-v1", "batch_T": 32, "batch_B": 8}}
-
-
 def test_cpanel_int_for_a_float_becomes_float():
     config = gen_config(CARTPOLE_PARAMS, {"lr": 1, "target_return": 200})
     assert config["model"]["init_args"]["learning_rate"] == 1.0

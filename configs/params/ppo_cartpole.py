@@ -26,17 +26,6 @@ CPANEL: dict[str, Any] = {
 
 
 
-def sampler_config(env_id: str, batch_T: int, batch_B: int) -> dict[str, Any]:
-    """All envs in one vector env where gymnasium has a vector entry point for ``env_id``
-    (CartPole-v1: NumPy arrays, one call per step); else one env at a time (SerialSampler)."""
-    import gymnasium
-
-    args: dict[str, Any] = {"env_id": env_id, "batch_T": batch_T, "batch_B": batch_B}
-    if gymnasium.spec(env_id).vector_entry_point is None:
-        return {"class_path": "lightning_rl.samplers.SerialSampler", "init_args": args}
-    return {"class_path": "lightning_rl.samplers.VectorSampler", "init_args": {**args, "backend": "gymnasium"}}
-
-
 def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
     """The LightningCLI config for the control-panel values ``cpanel``.
 
@@ -78,7 +67,14 @@ def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
                     "class_path": "lightning_rl.agents.CategoricalPgAgent",
                     "init_args": {"hidden_sizes": [64, 64]},
                 },
-                "sampler": sampler_config(cpanel["env"], cpanel["rollout_steps"], cpanel["n_envs"]),
+                "sampler": {
+                    "class_path": "lightning_rl.samplers.SerialSampler",
+                    "init_args": {
+                        "env_id": cpanel["env"],
+                        "batch_T": cpanel["rollout_steps"],
+                        "batch_B": cpanel["n_envs"],
+                    },
+                },
                 "discount": 0.98,
                 "gae_lambda": 0.8,
                 "ratio_clip": 0.2,
