@@ -39,6 +39,7 @@ __all__ = [
     "evaluate_envs",
     "info_value",
     "reset_agent_envs",
+    "restore_traj_infos",
     "traj_info_wants_agent_info",
     "write_rows",
 ]
@@ -84,6 +85,14 @@ def reset_agent_envs(agent: Any, reset_flags: np.ndarray, offset: int = 0) -> No
     for i in idxs:
         agent.reset_one(int(i) + offset)
     reset_flags[idxs] = False
+
+
+def restore_traj_infos(factory: Callable[[], Any], stored: list[dict[str, Any]]) -> list[Any]:
+    """Unfinished TrajInfos rebuilt from a checkpoint's plain dicts (one per env)."""
+    traj_infos = [factory() for _ in stored]
+    for traj_info, fields in zip(traj_infos, stored, strict=True):
+        traj_info.update(fields)
+    return traj_infos
 
 
 def write_rows(dst: Any, t: int, rows: list[Any], name: str = "env_info") -> None:
@@ -335,9 +344,7 @@ class ResetCollector:
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore a decoded :meth:`state` into the existing buffers, in place."""
         copy_into(self.step_buffer, state["step_buffer"], "collector.step_buffer")
-        self.traj_infos = [self.traj_info_factory() for _ in state["traj_infos"]]
-        for traj_info, stored in zip(self.traj_infos, state["traj_infos"], strict=True):
-            traj_info.update(stored)
+        self.traj_infos = restore_traj_infos(self.traj_info_factory, state["traj_infos"])
 
 
 class WaitResetCollector(ResetCollector):

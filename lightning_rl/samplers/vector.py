@@ -48,7 +48,7 @@ from lightning_rl.envs.make import atari_game_from_id, is_atari_id, route_mujoco
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
 from lightning_rl.safe_state import copy_into, decode, encode, env_state, load_env_state
 from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, cpu_count, set_agent_mode
-from lightning_rl.samplers.collectors import act, act_eval, bootstrap_value, reset_agent_envs
+from lightning_rl.samplers.collectors import act, act_eval, bootstrap_value, reset_agent_envs, restore_traj_infos
 from lightning_rl.samplers.envpool_backend import EnvPoolVectorEnv, envpool_atari_kwargs
 from lightning_rl.samplers.errors import SamplerWorkerError, describe, pickled_type, remote_exception
 from lightning_rl.spaces import Composite, from_gymnasium, from_gymnasium_value
@@ -410,9 +410,7 @@ class VectorCollector:
         copy_into(self.step_buffer, state["step_buffer"], "collector.step_buffer")
         for name in self._STATS:
             copy_into(getattr(self, name), state["stats"][name], f"collector.{name}")
-        self.traj_infos = [self.traj_info_factory() for _ in state["traj_infos"]]
-        for traj_info, stored in zip(self.traj_infos, state["traj_infos"], strict=True):
-            traj_info.update(stored)
+        self.traj_infos = restore_traj_infos(self.traj_info_factory, state["traj_infos"])
 
     def close(self) -> None:
         """Close the vector env."""
