@@ -19,6 +19,11 @@ preprocessing) and each batch size ``B``, one table row gives:
   ``B / max(t_env, t_policy)`` in brackets if they overlapped perfectly on 2 cores. The summary
   gives ``VecOvl`` against the all-cores ceiling ``cores / (1 / raw + t_policy / B)``.
 
+``--device cuda`` puts the policy on the GPU wherever the main process acts (Serial, Gpu,
+Alternating, the vector columns and AsyncVec; CpuSampler's workers act on their CPU copy, as in
+training) and adds the GPU target's summary line (issue 20: Pong x 16, ``Vector`` / ``VecOvl``
+at least 2x the best existing sampler).
+
 Run ``python benchmarks/sampler_throughput.py --quick`` for a short run (B = 2, 8). Numbers on
 a shared or busy machine are noisy; compare columns of one run only, and use ``--rounds 3`` (each
 cell measured three times, raw stepping before and after every round, medians reported).
@@ -124,12 +129,18 @@ def bench_raw_vector(env_id: str, B: int, seconds: float, envpool: bool = False)
         venv.close()
 
 
+#: Where the policy acts in the main process (``--device``).
+DEVICE = torch.device("cpu")
+
+
 def bench_policy_cost(env_id: str, B: int, seconds: float) -> float:
-    """Seconds per ``agent.step`` on ``B`` observations (the shipped model, torch threads 1)."""
+    """Seconds per ``agent.step`` on ``B`` observations (the shipped model, torch threads 1), on
+    ``DEVICE`` (inputs from NumPy and actions back to the CPU, as in sampling)."""
     env = make_env(env_id, seed=0)
     obs = np.stack([env.reset()] * B)
     agent = make_agent(env_id)
     agent.initialize(env.spaces)
+    agent.to_device(DEVICE)
     agent.sample_mode(0)
     prev_action = np.zeros(B, dtype=np.int64)
     prev_reward = np.zeros(B, dtype=np.float32)
@@ -183,7 +194,10 @@ def bench_sampler(cls: type, env_id: str, B: int, T: int, seconds: float, random
         kwargs["env_kwargs"] = {"repeat_action_probability": 0.0}  # as the shipped Pong configs
     sampler = cls(env_id, batch_T=T, batch_B=B, **kwargs)
     try:
-        sampler.initialize(RandomPgAgent() if random_agent else make_agent(env_id), seed=0)
+        agent = RandomPgAgent() if random_agent else make_agent(env_id)
+        sampler.initialize(agent, seed=0)
+        if not random_agent and not getattr(sampler, "workers_act", False):
+            agent.to_device(DEVICE)  # as Lightning's setup does after the sampler's initialize
         itrs = iter(range(10**9))
 
         def run() -> int:
@@ -199,6 +213,7 @@ def bench_async_vector(env_id: str, B: int, T: int, seconds: float) -> float:
     spaces = make_env(env_id).spaces
     agent = make_agent(env_id)
     agent.initialize(spaces)
+    agent.to_device(DEVICE)
     agent.sample_mode(0)
     envs = gymnasium.vector.AsyncVectorEnv([gymnasium_factory(env_id)] * B)
     try:
@@ -232,7 +247,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=1, help="measure every cell this many times (medians)")
     parser.add_argument("--quick", action="store_true", help="B = 2, 8 and 1.5 s per cell")
     parser.add_argument("--vector", action="store_true", help="add the vector-env backend columns (issue 20)")
+    parser.add_argument("--device", default="cpu", help="where the main process's policy acts (cpu, cuda)")
     args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = torch.device(args.device)
+    if DEVICE.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
     if args.quick:
         args.batch_B = [b for b in args.batch_B if b <= 8]
         args.seconds = min(args.seconds, 1.5)
@@ -243,7 +263,9 @@ def main(argv: list[str] | None = None) -> None:
     columns += vector_columns
     rows: list[list[str]] = []
     summary: list[str] = []
-    print(f"env steps/s; {n_cpus} CPUs, torch threads 1 in the main process, {args.seconds:.1f} s per cell")
+    where = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else "CPU"
+    print(f"env steps/s; {n_cpus} CPUs, torch threads 1 in the main process, policy on {where} "
+          f"(CpuSampler's workers: CPU), {args.seconds:.1f} s per cell")
     for name in args.envs:
         env_id = ENVS[name]
         T = max(1, args.batch_T // 2) if is_atari_id(env_id) else args.batch_T
@@ -304,6 +326,15 @@ def main(argv: list[str] | None = None) -> None:
                     f"  {name} B={B}: VecOvl (overlap=True, policy) = {cells['VecOvl'] / best_existing:.2f}x the best "
                     f"existing sampler, {cells['VecOvl'] / cells['Vector']:.2f}x Vector, {cells['VecOvl'] / cores:.0%} "
                     f"of the {n_cpus}-core ceiling {cores:,.0f}"
+                )
+            if DEVICE.type == "cuda" and "Vector" in cells:
+                existing = {s: v for s, v in cells.items() if s in SAMPLERS}
+                best = max(existing, key=existing.get)
+                fastest = max(("Vector", "VecOvl"), key=lambda c: cells.get(c, 0.0))
+                summary.append(
+                    f"  {name} B={B}, policy on the GPU: {fastest} = {cells[fastest]:,.0f} env steps/s = "
+                    f"{cells[fastest] / existing[best]:.2f}x the best existing sampler ({best}, "
+                    f"{existing[best]:,.0f}); target >= 2x"
                 )
             parallel = {s: v for s, v in cells.items() if s in SAMPLERS and s != "Serial"}
             if parallel:

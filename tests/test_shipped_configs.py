@@ -78,6 +78,20 @@ def shrink(config: str) -> list[str]:
 def test_shipped_config_trains_to_its_budget_with_finite_losses_and_a_loadable_checkpoint(
     config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    train_shrunk_and_reload(config, tmp_path, monkeypatch, [])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
+@pytest.mark.parametrize("config", CONFIGS)
+def test_shipped_config_trains_on_a_cuda_device(config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same run with the trainer on the GPU: the models train there, the sampler acts with them
+    (GPU inference in the main process, CPU copies in CpuSampler workers), and the checkpoint
+    written from CUDA tensors loads into a fresh module on the CPU."""
+    train_shrunk_and_reload(config, tmp_path, monkeypatch, ["--trainer.accelerator", "gpu", "--trainer.devices", "1"])
+
+
+def train_shrunk_and_reload(config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trainer_args: list[str]
+                            ) -> None:
     monkeypatch.chdir(tmp_path)
     RECORDED.clear()
     callbacks = [
@@ -86,7 +100,7 @@ def test_shipped_config_trains_to_its_budget_with_finite_losses_and_a_loadable_c
         {"class_path": f"{__name__}.RecordLosses"},
     ]
     args = ["--config", str(ROOT / "configs" / config), *shrink(config)]
-    main(["fit", *args, "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
+    main(["fit", *args, *trainer_args, "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
           "--trainer.callbacks", json.dumps(callbacks)])
 
     # Updates happened and every loss they logged is a number.
@@ -96,7 +110,7 @@ def test_shipped_config_trains_to_its_budget_with_finite_losses_and_a_loadable_c
 
     # The budget was reached, and the checkpoint holds it.
     last = tmp_path / "ckpt" / "last.ckpt"
-    state = torch.load(last, weights_only=True)
+    state = torch.load(last, weights_only=True, map_location="cpu")
     assert state["lightning_rl"]["train_state"]["env_steps"] == BUDGET
 
     # A fresh module from the same config takes the checkpoint: the same weights, the same counters.
