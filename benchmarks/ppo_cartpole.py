@@ -26,9 +26,10 @@ TARGET = 475.0
 BUDGET = 200_000
 
 
-def run_lightning_rl(seed: int, backend: str = "serial") -> tuple[float, int, bool]:
-    """The shipped config's PPO; ``backend`` "serial" (SerialSampler, the shipped sampler) or a
-    ``VectorSampler`` backend ("gymnasium": gymnasium's NumPy CartPole vector env)."""
+def run_lightning_rl(seed: int, backend: str = "gymnasium") -> tuple[float, int, bool]:
+    """The shipped config's PPO; ``backend`` a ``VectorSampler`` backend ("gymnasium":
+    gymnasium's NumPy CartPole vector env, which the shipped ``backend: auto`` picks) or "serial"
+    (SerialSampler, the shipped sampler before 2026-11-26)."""
     from lightning_rl.agents import CategoricalPgAgent
     from lightning_rl.algos import PPO
     from lightning_rl.samplers import SerialSampler, VectorSampler
@@ -95,8 +96,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both (default 1)")
-    parser.add_argument("--backends", nargs="+", default=["serial"], choices=["serial", "gymnasium", "sync"],
-                        help="lightning_rl samplers to time: serial (the shipped one) and/or VectorSampler backends")
+    parser.add_argument("--backends", nargs="+", default=["gymnasium"], choices=["serial", "gymnasium", "sync"],
+                        help="lightning_rl samplers to time: VectorSampler backends (gymnasium: the shipped "
+                             "config's backend: auto on CartPole) and/or serial (SerialSampler)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     systems = [(f"lightning_rl/{b}", lambda seed, b=b: run_lightning_rl(seed, b)) for b in args.backends]

@@ -10,7 +10,9 @@ Envs hold their state in attributes spread over a wrapper chain. :func:`env_stat
 chain (``env.env.env...``) and keeps, per layer, every attribute :func:`encode` can store, plus
 the parts with a known recipe: the RNG of each action/observation space, MuJoCo's full
 integration state (``mj_getState``) and objects with ``get_state``/``set_state`` (such as
-:class:`~lightning_rl.envs.AtariEnv`, whose emulator state is bytes). Configuration that is rebuilt
+:class:`~lightning_rl.envs.AtariEnv`, whose emulator state is bytes). A vector env holding its
+copies in a list (gymnasium's ``SyncVectorEnv``) stores each copy's chain the same way, beside
+its own arrays (autoreset flags, last observations). Configuration that is rebuilt
 with the env (spaces' bounds, ``EnvSpec``, models, renderers, callables) is skipped. Any other
 attribute makes the state incomplete; :func:`env_state` then says which, and the sampler stores
 no env state at all, so a resumed run restarts its envs at an explicit episode boundary rather
@@ -166,13 +168,29 @@ def _layers(env: Any) -> list[Any]:
 
 
 def _is_config(value: Any) -> bool:
-    """Values rebuilt with the env: callables, classes, modules, and objects of the MuJoCo and
-    gymnasium types that hold configuration (models, renderers, specs)."""
+    """Values rebuilt with the env: callables, classes, modules, gymnasium's autoreset modes,
+    objects of the MuJoCo and gymnasium types that hold configuration (models, renderers, specs),
+    and lists of these (a vector env's env factories)."""
+    from gymnasium.vector import AutoresetMode
+
     if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType, types.BuiltinFunctionType,
-                          functools.partial)):
+                          functools.partial, AutoresetMode)):
+        return True
+    if isinstance(value, (list, tuple)) and value and all(_is_config(v) for v in value):
         return True
     module = type(value).__module__ or ""
     return module.startswith(("mujoco", "gymnasium.envs.registration"))
+
+
+def _sub_envs(layer: Any) -> list[Any] | None:
+    """The copies of a vector env that keeps them as Python envs (``SyncVectorEnv.envs``), else None."""
+    import gymnasium
+
+    envs = vars(layer).get("envs")
+    if isinstance(layer, gymnasium.vector.VectorEnv) and isinstance(envs, list) and envs:
+        if all(hasattr(e, "step") and hasattr(e, "reset") for e in envs):
+            return envs
+    return None
 
 
 def _space_rng(space: Any) -> Any:
@@ -203,8 +221,15 @@ def env_state(env: Any) -> tuple[list[dict[str, Any]] | None, list[str]]:
                 missing.append(str(e))
             layers.append(entry)
             continue
+        sub_envs = _sub_envs(layer)
+        if sub_envs is not None:
+            entry["sub_envs"] = []
+            for i, sub in enumerate(sub_envs):
+                sub_layers, sub_missing = env_state(sub)
+                missing.extend(f"{name}.envs[{i}]: {m}" for m in sub_missing)
+                entry["sub_envs"].append(sub_layers)
         for attr, value in vars(layer).items():
-            if attr in _CONFIG_ATTRS or value is None and attr == "env":
+            if attr in _CONFIG_ATTRS or value is None and attr == "env" or sub_envs is not None and attr == "envs":
                 continue
             if _is_space(value):
                 rng = _space_rng(value)
@@ -240,6 +265,15 @@ def load_env_state(env: Any, layers: list[dict[str, Any]]) -> None:
         if "custom" in entry:
             layer.set_state(decode(entry["custom"]))
             continue
+        if "sub_envs" in entry:
+            sub_envs = _sub_envs(layer)
+            if sub_envs is None or len(sub_envs) != len(entry["sub_envs"]):
+                raise ValueError(
+                    f"stored env state holds {len(entry['sub_envs'])} copies in {entry['class']}, this env has "
+                    f"{0 if sub_envs is None else len(sub_envs)}"
+                )
+            for sub, sub_layers in zip(sub_envs, entry["sub_envs"], strict=True):
+                load_env_state(sub, sub_layers)
         own = vars(layer)
         for attr, value in entry["attrs"].items():
             if attr not in own and not hasattr(type(layer), attr):

@@ -30,6 +30,10 @@ Backends (``backend``):
 * ``"sync"`` / ``"async"``: gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv`` over
   ``gymnasium.make(env_id)`` (or a callable returning a ``gymnasium.Env``), in the
   ``autoreset_mode`` asked for: any gymnasium env, mainly for comparisons and tests.
+* ``"auto"``: the fastest of these that takes ``env_id`` and needs no optional extra: ``ale``
+  for Atari ids, ``gymnasium`` for ids whose vector entry point is a NumPy env this module can
+  reset copy by copy (:data:`AUTO_VECTOR_ENTRY_POINTS`), else ``sync`` (a user's own env id or
+  callable). The choice is made when the sampler is built and is its ``backend`` from then on.
 """
 
 from __future__ import annotations
@@ -53,10 +57,16 @@ from lightning_rl.samplers.envpool_backend import EnvPoolVectorEnv, envpool_atar
 from lightning_rl.samplers.errors import SamplerWorkerError, describe, pickled_type, remote_exception
 from lightning_rl.spaces import Composite, from_gymnasium, from_gymnasium_value
 
-__all__ = ["BACKENDS", "CartPolePartialReset", "VectorCollector", "VectorSampler", "ale_vector_kwargs"]
+__all__ = [
+    "AUTO_VECTOR_ENTRY_POINTS", "BACKENDS", "CartPolePartialReset", "VectorCollector", "VectorSampler",
+    "ale_vector_kwargs", "auto_backend",
+]
 
 #: Backend names accepted by :class:`VectorSampler`.
-BACKENDS = ("gymnasium", "ale", "envpool", "sync", "async")
+BACKENDS = ("auto", "gymnasium", "ale", "envpool", "sync", "async")
+#: gymnasium vector entry points that ``backend="auto"`` uses: NumPy envs that step every copy
+#: in one array operation and take partial resets (through :class:`CartPolePartialReset`).
+AUTO_VECTOR_ENTRY_POINTS = ("gymnasium.envs.classic_control.cartpole:CartPoleVectorEnv",)
 _AUTORESET_MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP}
 #: ``max_num_frames_per_episode`` standing for "no horizon" (the emulator counts frames in an int32).
 _NO_FRAME_LIMIT = 2**31 - 1
@@ -102,6 +112,20 @@ def ale_vector_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> tuple[str, dic
         img_width=84,
     )
     return atari_game_from_id(env_id), kwargs, settings
+
+
+def auto_backend(env_id: str | Callable[..., Any]) -> str:
+    """The backend ``backend="auto"`` picks for ``env_id`` (see the module docstring)."""
+    if isinstance(env_id, str):
+        if is_atari_id(env_id):
+            return "ale"
+        try:
+            spec = gymnasium.spec(env_id)
+        except gymnasium.error.Error:
+            spec = None  # not registered: make_env's own error names it when the probe env is built
+        if spec is not None and spec.vector_entry_point in AUTO_VECTOR_ENTRY_POINTS:
+            return "gymnasium"
+    return "sync"
 
 
 class CartPolePartialReset(gymnasium.vector.VectorWrapper):
@@ -239,7 +263,8 @@ class VectorCollector:
         """Reset the copies in ``mask``; their reset observations go to the step buffer."""
         obs, info = self._call("reset", self.venv.reset, options={"reset_mask": mask})
         observation = self._observation(obs)
-        self.step_buffer.observation[mask] = observation[mask]
+        # Dict/Tuple observations are named tuples of [n] arrays: index every leaf.
+        self.step_buffer.observation[mask] = buffer_func(observation, lambda x: x[mask])
         self._read_lives(info, mask)
         return obs
 
@@ -294,7 +319,7 @@ class VectorCollector:
                         info[key] = np.where(final_info.get("_" + key, traj_done), value, info[key])
         elif len(ended):
             for b in ended:
-                finals[int(b)] = np.copy(observation[b]) if isinstance(observation, np.ndarray) else observation[b]
+                finals[int(b)] = buffer_func(observation, lambda x, b=b: np.copy(x[b]))
             self._partial_reset(traj_done)
         return reward, raw_reward, terminated, truncated, done, traj_done, finals, info
 
@@ -429,15 +454,17 @@ class VectorSampler(BaseSampler):
     Atari's ``game_score``, ``traj_done``); other fields of the probe's ``env_info`` are zeros.
 
     Checkpoints hold the counters and, for vector envs whose state is plain data (gymnasium's
-    NumPy entry points), that state, so a resumed run continues its episodes exactly; with the
-    other backends a resumed run starts new episodes, as with the parallel samplers.
+    NumPy entry points, and ``SyncVectorEnv`` over envs the serial sampler can store), that
+    state, so a resumed run continues its episodes exactly; with the other backends a resumed
+    run starts new episodes, as with the parallel samplers.
 
     An exception raised by the vector env is raised again as an instance of its type that is
     also a :class:`~lightning_rl.samplers.errors.SamplerWorkerError`, naming the backend and the
     call, and the sampler is shut down.
 
     Args:
-        backend: ``"gymnasium"``, ``"ale"``, ``"envpool"``, ``"sync"`` or ``"async"`` (module docstring).
+        backend: ``"auto"``, ``"gymnasium"``, ``"ale"``, ``"envpool"``, ``"sync"`` or ``"async"`` (module
+            docstring). ``"auto"`` is resolved here: :attr:`backend` holds the one chosen.
         autoreset_mode: ``"next_step"`` or ``"same_step"`` for the backends that take one
             (``ale``, ``sync``, ``async``); None: the backend's default (NEXT_STEP). The
             gymnasium entry points have their own (read from their metadata).
@@ -478,7 +505,7 @@ class VectorSampler(BaseSampler):
         check_finite: bool = True,
         check_env: bool = True,
         step_timeout: float | None = None,
-        backend: Literal["gymnasium", "ale", "envpool", "sync", "async"] = "gymnasium",
+        backend: Literal["auto", "gymnasium", "ale", "envpool", "sync", "async"] = "gymnasium",
         autoreset_mode: Literal["next_step", "same_step"] | None = None,
         overlap: bool = False,
     ) -> None:
@@ -489,6 +516,10 @@ class VectorSampler(BaseSampler):
         )
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got backend={backend!r}")
+        if backend == "auto":
+            backend = auto_backend(env_id)  # type: ignore[assignment]
+            if backend == "gymnasium" and autoreset_mode is not None:
+                backend = "sync"  # the entry point has its own mode; sync takes the one asked for
         if autoreset_mode is not None and autoreset_mode not in _AUTORESET_MODES:
             raise ValueError(f"autoreset_mode must be 'next_step', 'same_step' or None, got {autoreset_mode!r}")
         if collector != "reset":
@@ -605,8 +636,11 @@ class VectorSampler(BaseSampler):
         act_space = from_gymnasium(venv.single_action_space, "act", True)
         for name, mine, probe in (("observation", obs_space, self.env_spaces.observation),
                                   ("action", act_space, self.env_spaces.action)):
+            n_mine, n_probe = getattr(mine, "n", None), getattr(probe, "n", None)
+            # n is an int for Discrete spaces and an array of sizes for MultiDiscrete ones.
             same = (getattr(mine, "shape", None) == getattr(probe, "shape", None)
-                    and getattr(mine, "n", None) == getattr(probe, "n", None))
+                    and (n_mine is None) == (n_probe is None)
+                    and (n_mine is None or np.array_equal(np.asarray(n_mine), np.asarray(n_probe))))
             if not same:
                 raise ValueError(f"VectorSampler(backend={self.backend!r}): the vector env's {name} space {mine!r} "
                                  f"differs from the single env's {probe!r} (env_id={self.env_id!r})")
@@ -721,10 +755,11 @@ class VectorSampler(BaseSampler):
 
     def state_dict(self) -> dict[str, Any]:
         """Counters and, where the vector env's state is plain data (gymnasium's NumPy vector
-        envs), that state and the collector's: a resumed run continues every episode exactly, as
-        with :class:`~lightning_rl.samplers.serial.SerialSampler`. Emulators in C++ (``ale``,
-        ``envpool``) and envs in other processes (``async``) are not stored: a resumed run
-        starts new episodes, as with the parallel samplers. ``overlap`` stores counters only.
+        envs, ``SyncVectorEnv`` over storable envs), that state and the collector's: a resumed
+        run continues every episode exactly, as with
+        :class:`~lightning_rl.samplers.serial.SerialSampler`. Emulators in C++ (``ale``,
+        ``envpool``) and envs in other processes (``async``) are not stored: a resumed run starts
+        new episodes, as with the parallel samplers. ``overlap`` stores counters only.
         """
         state = super().state_dict()
         collector = getattr(self, "train_collector", None)

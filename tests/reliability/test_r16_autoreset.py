@@ -221,8 +221,9 @@ def test_only_the_vector_sampler_steps_gymnasium_vector_envs():
     # wrapped elsewhere, its autoreset mode (NEXT_STEP/SAME_STEP) would need tests here too.
     # The vector sampler's EnvPool backend adapts EnvPool to the VectorEnv calls (NEXT_STEP with
     # partial resets); tests/samplers/test_envpool_backend.py checks that no reset step becomes a row.
+    # safe_state.py stores a SyncVectorEnv's copies in checkpoints and steps nothing.
     package = Path(__file__).resolve().parents[2] / "lightning_rl"
     pattern = re.compile(r"gymnasium\.vector|gym\.vector|VectorEnv|autoreset_mode|AutoresetMode")
     hits = {str(p.relative_to(package)) for p in sorted(package.rglob("*.py"))
             for line in p.read_text().splitlines() if pattern.search(line)}
-    assert hits == {"samplers/vector.py", "samplers/envpool_backend.py"}
+    assert hits == {"samplers/vector.py", "samplers/envpool_backend.py", "safe_state.py"}

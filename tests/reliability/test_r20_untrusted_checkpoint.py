@@ -178,6 +178,25 @@ def test_an_env_with_state_that_is_not_data_says_which_attribute(tmp_path):
         encode({"x": object()})
 
 
+def test_a_sync_vector_env_stores_each_copy_and_names_the_one_that_cannot_be_stored(tmp_path):
+    import gymnasium
+
+    def make(n):
+        return gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * n)
+
+    venv = make(2)
+    venv.reset(seed=0)
+    layers, missing = env_state(venv)
+    assert missing == [] and [len(sub) for sub in layers[0]["sub_envs"]] == [4, 4]
+    torch.save(layers, tmp_path / "venv.pt")
+    stored = torch.load(tmp_path / "venv.pt", weights_only=True)
+    with pytest.raises(ValueError, match="holds 2 copies in SyncVectorEnv, this env has 3"):
+        load_env_state(make(3), stored)
+    venv.envs[1].unwrapped.tracker = object()
+    layers, missing = env_state(venv)
+    assert layers is None and missing == ["SyncVectorEnv.envs[1]: CartPoleEnv.tracker (object)"]
+
+
 def test_sac_resume_is_refused_for_another_env(tmp_path):
     from tests.algos.test_sac import pendulum_sac
 

@@ -7,6 +7,7 @@ or from gymnasium stepped directly, never from the vector sampler's own code.
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from lightning_rl.samplers import SerialSampler, VectorSampler
 from lightning_rl.samplers.errors import SamplerWorkerError
 from tests.samplers.helpers import (
+    CounterEnv,
     ObsAgent,
     assert_same_runs,
     assert_state_round_trip_continues,
@@ -174,6 +176,122 @@ def test_gymnasium_backend_state_round_trip_continues_identically(tmp_path):
     )
     assert any(0 < t["Length"] < 500 for t in map(dict, trajs))  # episodes begun before the save ended after it
     assert eval_trajs  # eval episodes from the eval envs' generators as they were at the save
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sync_backend_state_round_trip_continues_identically(tmp_path, mode):
+    # SyncVectorEnv keeps its copies as Python envs: each copy's wrapper chain (CartPole's state
+    # and generator, the TimeLimit counter) is stored as the serial sampler stores its envs.
+    trajs, eval_trajs = assert_state_round_trip_continues(
+        VectorSampler, "CartPole-v1", tmp_path, n_batches=3, evaluate=True, batch_T=16, batch_B=3,
+        backend="sync", autoreset_mode=mode, max_decorrelation_steps=30, eval_n_envs=2, eval_max_steps=60,
+    )
+    assert any(0 < t["Length"] < 500 for t in map(dict, trajs))
+    assert eval_trajs
+
+
+class LockedCounterEnv(CounterEnv):
+    """A counter env holding a lock: state that cannot be stored as data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+
+def test_sync_backend_stores_no_env_state_when_a_copy_cannot_be_stored():
+    # A partial state would resume envs that are neither the saved ones nor fresh ones, so only
+    # the counters are stored.
+    sampler = VectorSampler(LockedCounterEnv, batch_T=2, batch_B=2, backend="sync")
+    sampler.initialize(ObsAgent())
+    sampler.obtain_samples(0)
+    assert set(sampler.state_dict()) == {"env_steps"}
+    sampler.shutdown()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dict_observations_step_as_in_the_serial_sampler(mode):
+    # Dict observations arrive as named tuples of [B] arrays: the last observation of an ended
+    # episode and the partial reset's observations are taken leaf by leaf.
+    import torch
+
+    from lightning_rl.agents import CategoricalPgAgent
+    from tests.toy_envs import DictTargetEnv
+
+    make = functools.partial(DictTargetEnv, episode_length=3)
+    runs = []
+    for sampler in (SerialSampler(make, batch_T=7, batch_B=3),
+                    VectorSampler(make, batch_T=7, batch_B=3, backend="sync", autoreset_mode=mode)):
+        torch.manual_seed(0)
+        sampler.initialize(CategoricalPgAgent(hidden_sizes=(8,)), seed=1)
+        batches = [sampler.obtain_samples(itr) for itr in range(2)]
+        runs.append([(leaves(samples), [dict(t) for t in trajs]) for samples, trajs in batches])
+        sampler.shutdown()
+    for (a, a_trajs), (b, b_trajs) in zip(*runs, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+        assert a_trajs == b_trajs
+    assert sum(len(trajs) for _, trajs in runs[1]) == 12  # 14 steps of 3 envs, episodes of 3 steps
+
+
+def test_multidiscrete_actions_step_as_in_the_serial_sampler_and_other_sizes_are_refused():
+    # MultiDiscrete spaces carry an array of sizes: the space check compares it element-wise.
+    import torch
+
+    from lightning_rl.agents import CategoricalPgAgent
+    from tests.toy_envs import MultiDiscreteTargetEnv
+
+    runs = []
+    for sampler in (SerialSampler(MultiDiscreteTargetEnv, batch_T=5, batch_B=3),
+                    VectorSampler(MultiDiscreteTargetEnv, batch_T=5, batch_B=3, backend="auto")):
+        torch.manual_seed(0)
+        sampler.initialize(CategoricalPgAgent(hidden_sizes=(8,)), seed=1)
+        samples, trajs = sampler.obtain_samples(0)
+        runs.append((leaves(samples), [dict(t) for t in trajs]))
+        sampler.shutdown()
+    for a, b in zip(runs[0][0], runs[1][0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert runs[0][1] == runs[1][1] and len(runs[1][1]) == 15  # one-step episodes
+
+    # The same observation size, other action sizes: only the element-wise check tells them apart.
+    sizes = iter([(3, 4)] + [(4, 3)] * 8)  # the probe env, then the vector env's copies
+
+    def changing_env():
+        return MultiDiscreteTargetEnv(nvec=next(sizes))
+
+    sampler = VectorSampler(changing_env, batch_T=2, batch_B=2, backend="sync")
+    with pytest.raises(ValueError, match="action space .* differs from the single env's"):
+        sampler.initialize(ObsAgent())
+
+
+def test_auto_backend_picks_the_vector_env_that_takes_the_id():
+    import gymnasium
+
+    assert VectorSampler("CartPole-v1", backend="auto").backend == "gymnasium"
+    assert VectorSampler("ALE/Pong-v5", backend="auto").backend == "ale"
+    assert VectorSampler("Pendulum-v1", backend="auto").backend == "sync"  # no vector entry point
+    assert VectorSampler(make_counter_env, backend="auto").backend == "sync"  # a user's callable
+    # An id registered by a user (no vector entry point) steps in a SyncVectorEnv, and learns its
+    # batches as the serial sampler does.
+    env_id = "LightningRlAutoBackendCartPole-v0"
+    gymnasium.register(env_id, entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=50)
+    try:
+        runs = []
+        for sampler in (SerialSampler(env_id, batch_T=40, batch_B=3),
+                        VectorSampler(env_id, batch_T=40, batch_B=3, backend="auto")):
+            sampler.initialize(ObsAgent(n_actions=2), seed=4)
+            runs.append([sampler.obtain_samples(itr) for itr in range(2)])
+            sampler.shutdown()
+        for (a, a_trajs), (b, b_trajs) in zip(*runs, strict=True):
+            for x, y in zip(leaves(a), leaves(b), strict=True):
+                np.testing.assert_array_equal(x, y)
+            assert [dict(t) for t in a_trajs] == [dict(t) for t in b_trajs]
+        assert sum(len(t) for _, t in runs[1]) >= 2  # episodes (of at most 50 steps) ended
+    finally:
+        gymnasium.registry.pop(env_id)
+    # The entry point has its own autoreset mode: asking for one gives the sync backend.
+    assert VectorSampler("CartPole-v1", backend="auto", autoreset_mode="same_step").backend == "sync"
+    with pytest.raises(ValueError, match="overlap=True needs backend='ale'"):
+        VectorSampler("CartPole-v1", backend="auto", overlap=True)
 
 
 def test_load_state_dict_checks_the_env_count_and_other_backends_store_counters_only():
