@@ -324,8 +324,8 @@ def test_counters_resume():
 
 @pytest.mark.slow
 def test_ppo_cartpole_config_learns_to_475_with_the_vector_backend(tmp_path, monkeypatch):
-    # The shipped configs/ppo/cartpole.yaml (its EarlyStopping at a mean return of 475) with the
-    # sampler swapped for the gymnasium vector backend. EarlyStopping records stopped_epoch only
+    # The shipped configs/ppo/cartpole.yaml as it is (VectorSampler, backend auto: gymnasium's
+    # NumPy CartPole), its EarlyStopping at a mean return of 475. EarlyStopping records stopped_epoch only
     # when its threshold stopped the run (Lightning leaves best_score at the last value below it);
     # the 200k-step budget alone would end after epoch 97 (2048 env steps each).
     import json
@@ -343,10 +343,13 @@ def test_ppo_cartpole_config_learns_to_475_with_the_vector_backend(tmp_path, mon
                           "patience": 10**6, "strict": False, "check_on_train_epoch_end": True}}
     checkpoint = {"class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
                   "init_args": {"dirpath": str(ckpt_dir), "save_last": True}}
-    main(["fit", "--config", str(root / "configs" / "ppo" / "cartpole.yaml"),
-          "--model.init_args.sampler", json.dumps({"class_path": "lightning_rl.samplers.VectorSampler",
-                                                   "init_args": {"env_id": "CartPole-v1", "batch_T": 32, "batch_B": 8,
-                                                                 "backend": "gymnasium"}}),
+    import yaml
+
+    config = root / "configs" / "ppo" / "cartpole.yaml"
+    sampler = yaml.safe_load(config.read_text())["model"]["init_args"]["sampler"]
+    assert sampler["class_path"] == "lightning_rl.samplers.VectorSampler"
+    assert VectorSampler(**sampler["init_args"]).backend == "gymnasium"
+    main(["fit", "--config", str(config),
           "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
           "--trainer.callbacks", json.dumps([checkpoint, stop])])
     state = torch.load(ckpt_dir / "last.ckpt", weights_only=True)
