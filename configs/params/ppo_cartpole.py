@@ -68,11 +68,13 @@ def gen_params(cpanel: dict[str, Any]) -> dict[str, Any]:
                     "init_args": {"hidden_sizes": [64, 64]},
                 },
                 "sampler": {
-                    "class_path": "lightning_rl.samplers.SerialSampler",
+                    "class_path": "lightning_rl.samplers.VectorSampler",
                     "init_args": {
                         "env_id": cpanel["env"],
                         "batch_T": cpanel["rollout_steps"],
                         "batch_B": cpanel["n_envs"],
+                        # gymnasium's NumPy vector env for CartPole, a SyncVectorEnv for other ids.
+                        "backend": "auto",
                     },
                 },
                 "discount": 0.98,
