@@ -104,14 +104,16 @@ def vector_backend(env_id: str) -> str | None:
     return "gymnasium" if spec.vector_entry_point is not None else None
 
 
-def bench_raw_vector(env_id: str, B: int, seconds: float, envpool: bool = False) -> float:
-    """Random actions through the vector env (ale-py, gymnasium entry point or EnvPool), no agent."""
+def bench_raw_vector(env_id: str, B: int, seconds: float, envpool: bool = False, n_workers: int | None = None
+                     ) -> float:
+    """Random actions through the vector env (ale-py, gymnasium entry point or EnvPool), no agent;
+    ``n_workers``: ale-py's thread count as the sampler's argument sets it (None: its default)."""
     if envpool:
         import envpool as ep
 
         venv = ep.make_gymnasium(env_id.split("/")[-1], num_envs=B, repeat_action_probability=0.0)
     else:
-        sampler = VectorSampler(env_id, batch_B=B, backend=vector_backend(env_id))  # type: ignore[arg-type]
+        sampler = VectorSampler(env_id, batch_B=B, backend=vector_backend(env_id), n_workers=n_workers)  # type: ignore[arg-type]
         venv, _ = sampler.make_vector_env(B, {"repeat_action_probability": 0.0} if is_atari_id(env_id) else {})
     venv.reset(seed=0)
     n_actions = int(venv.single_action_space.n)

@@ -45,32 +45,11 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|")
     for n in args.threads:
         workers = None if n == 0 else n
-        raw = _raw(B, workers, args.seconds)
+        raw = st.bench_raw_vector(ENV_ID, B, args.seconds, n_workers=workers)
         rand = st.bench_sampler(VectorSampler, ENV_ID, B, T, args.seconds, random_agent=True, n_workers=workers)
         policy = st.bench_sampler(VectorSampler, ENV_ID, B, T, args.seconds, n_workers=workers)
         overlap = st.bench_sampler(VectorSampler, ENV_ID, B, T, args.seconds, n_workers=workers, overlap=True)
         print(f"| {n or 'default'} | {raw:,.0f} | {rand:,.0f} | {policy:,.0f} | {overlap:,.0f} |", flush=True)
-
-
-def _raw(B: int, workers: int | None, seconds: float) -> float:
-    """Random actions through ``AtariVectorEnv`` with ``workers`` threads, no sampler."""
-    import numpy as np
-
-    sampler = VectorSampler(ENV_ID, batch_B=B, backend="ale", n_workers=workers)
-    venv, _ = sampler.make_vector_env(B, {"repeat_action_probability": 0.0})
-    venv.reset(seed=0)
-    rng = np.random.default_rng(0)
-    actions = [rng.integers(0, int(venv.single_action_space.n), B) for _ in range(64)]
-
-    def run() -> int:
-        for a in actions:
-            venv.step(a)
-        return 64 * B
-
-    try:
-        return st.timed(run, seconds)
-    finally:
-        venv.close()
 
 
 if __name__ == "__main__":

@@ -636,11 +636,9 @@ class VectorSampler(BaseSampler):
         act_space = from_gymnasium(venv.single_action_space, "act", True)
         for name, mine, probe in (("observation", obs_space, self.env_spaces.observation),
                                   ("action", act_space, self.env_spaces.action)):
-            n_mine, n_probe = getattr(mine, "n", None), getattr(probe, "n", None)
             # n is an int for Discrete spaces and an array of sizes for MultiDiscrete ones.
             same = (getattr(mine, "shape", None) == getattr(probe, "shape", None)
-                    and (n_mine is None) == (n_probe is None)
-                    and (n_mine is None or np.array_equal(np.asarray(n_mine), np.asarray(n_probe))))
+                    and np.array_equal(np.asarray(getattr(mine, "n", None)), np.asarray(getattr(probe, "n", None))))
             if not same:
                 raise ValueError(f"VectorSampler(backend={self.backend!r}): the vector env's {name} space {mine!r} "
                                  f"differs from the single env's {probe!r} (env_id={self.env_id!r})")

@@ -208,49 +208,56 @@ def test_sync_backend_stores_no_env_state_when_a_copy_cannot_be_stored():
     sampler.shutdown()
 
 
+def assert_same_batches_and_episodes(samplers, make_agent, n_batches, torch_seed=0):
+    """Each sampler (initialized with ``make_agent()``, seed 1, torch seeded alike) collects
+    ``n_batches``; all give identical batches (copied as they come: the buffers are reused) and
+    identical finished episodes. Returns the last sampler's episodes per batch."""
+    import torch
+
+    runs = []
+    for sampler in samplers:
+        torch.manual_seed(torch_seed)
+        sampler.initialize(make_agent(), seed=1)
+        run = []
+        for itr in range(n_batches):
+            samples, trajs = sampler.obtain_samples(itr)
+            run.append(([np.copy(x) for x in leaves(samples)], [dict(t) for t in trajs]))
+        sampler.shutdown()
+        runs.append(run)
+    first, *others = runs
+    for other in others:
+        for (a, a_trajs), (b, b_trajs) in zip(first, other, strict=True):
+            for x, y in zip(a, b, strict=True):
+                np.testing.assert_array_equal(x, y)
+            assert a_trajs == b_trajs
+    return [trajs for _, trajs in runs[-1]]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_dict_observations_step_as_in_the_serial_sampler(mode):
     # Dict observations arrive as named tuples of [B] arrays: the last observation of an ended
     # episode and the partial reset's observations are taken leaf by leaf.
-    import torch
-
     from lightning_rl.agents import CategoricalPgAgent
     from tests.toy_envs import DictTargetEnv
 
     make = functools.partial(DictTargetEnv, episode_length=3)
-    runs = []
-    for sampler in (SerialSampler(make, batch_T=7, batch_B=3),
-                    VectorSampler(make, batch_T=7, batch_B=3, backend="sync", autoreset_mode=mode)):
-        torch.manual_seed(0)
-        sampler.initialize(CategoricalPgAgent(hidden_sizes=(8,)), seed=1)
-        batches = [sampler.obtain_samples(itr) for itr in range(2)]
-        runs.append([(leaves(samples), [dict(t) for t in trajs]) for samples, trajs in batches])
-        sampler.shutdown()
-    for (a, a_trajs), (b, b_trajs) in zip(*runs, strict=True):
-        for x, y in zip(a, b, strict=True):
-            np.testing.assert_array_equal(x, y)
-        assert a_trajs == b_trajs
-    assert sum(len(trajs) for _, trajs in runs[1]) == 12  # 14 steps of 3 envs, episodes of 3 steps
+    trajs = assert_same_batches_and_episodes(
+        (SerialSampler(make, batch_T=7, batch_B=3),
+         VectorSampler(make, batch_T=7, batch_B=3, backend="sync", autoreset_mode=mode)),
+        lambda: CategoricalPgAgent(hidden_sizes=(8,)), n_batches=2)
+    assert sum(map(len, trajs)) == 12  # 14 steps of 3 envs, episodes of 3 steps
 
 
 def test_multidiscrete_actions_step_as_in_the_serial_sampler_and_other_sizes_are_refused():
     # MultiDiscrete spaces carry an array of sizes: the space check compares it element-wise.
-    import torch
-
     from lightning_rl.agents import CategoricalPgAgent
     from tests.toy_envs import MultiDiscreteTargetEnv
 
-    runs = []
-    for sampler in (SerialSampler(MultiDiscreteTargetEnv, batch_T=5, batch_B=3),
-                    VectorSampler(MultiDiscreteTargetEnv, batch_T=5, batch_B=3, backend="auto")):
-        torch.manual_seed(0)
-        sampler.initialize(CategoricalPgAgent(hidden_sizes=(8,)), seed=1)
-        samples, trajs = sampler.obtain_samples(0)
-        runs.append((leaves(samples), [dict(t) for t in trajs]))
-        sampler.shutdown()
-    for a, b in zip(runs[0][0], runs[1][0], strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert runs[0][1] == runs[1][1] and len(runs[1][1]) == 15  # one-step episodes
+    trajs = assert_same_batches_and_episodes(
+        (SerialSampler(MultiDiscreteTargetEnv, batch_T=5, batch_B=3),
+         VectorSampler(MultiDiscreteTargetEnv, batch_T=5, batch_B=3, backend="auto")),
+        lambda: CategoricalPgAgent(hidden_sizes=(8,)), n_batches=1)
+    assert len(trajs[0]) == 15  # one-step episodes
 
     # The same observation size, other action sizes: only the element-wise check tells them apart.
     sizes = iter([(3, 4)] + [(4, 3)] * 8)  # the probe env, then the vector env's copies
@@ -275,17 +282,11 @@ def test_auto_backend_picks_the_vector_env_that_takes_the_id():
     env_id = "LightningRlAutoBackendCartPole-v0"
     gymnasium.register(env_id, entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=50)
     try:
-        runs = []
-        for sampler in (SerialSampler(env_id, batch_T=40, batch_B=3),
-                        VectorSampler(env_id, batch_T=40, batch_B=3, backend="auto")):
-            sampler.initialize(ObsAgent(n_actions=2), seed=4)
-            runs.append([sampler.obtain_samples(itr) for itr in range(2)])
-            sampler.shutdown()
-        for (a, a_trajs), (b, b_trajs) in zip(*runs, strict=True):
-            for x, y in zip(leaves(a), leaves(b), strict=True):
-                np.testing.assert_array_equal(x, y)
-            assert [dict(t) for t in a_trajs] == [dict(t) for t in b_trajs]
-        assert sum(len(t) for _, t in runs[1]) >= 2  # episodes (of at most 50 steps) ended
+        trajs = assert_same_batches_and_episodes(
+            (SerialSampler(env_id, batch_T=40, batch_B=3),
+             VectorSampler(env_id, batch_T=40, batch_B=3, backend="auto")),
+            lambda: ObsAgent(n_actions=2), n_batches=2)
+        assert sum(map(len, trajs)) >= 2  # episodes (of at most 50 steps) ended
     finally:
         gymnasium.registry.pop(env_id)
     # The entry point has its own autoreset mode: asking for one gives the sync backend.
