@@ -1,3 +1,3 @@
 """lightning_rl: deep reinforcement learning on PyTorch Lightning."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
