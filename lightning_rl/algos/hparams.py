@@ -39,6 +39,7 @@ __all__ = [
     "hparam",
     "hyperparameters",
     "install_init",
+    "markdown_table",
 ]
 
 _T = TypeVar("_T")
@@ -90,7 +91,7 @@ INT_AT_LEAST_1 = _int_at_least(1)
 class HParam:
     """One declared hyperparameter (what :func:`hparam` puts in a class body)."""
 
-    __slots__ = ("annotation", "check", "default", "meaning", "name", "owner")
+    __slots__ = ("annotation", "check", "default", "meaning", "name", "owner", "type_text")
 
     def __init__(self, default: Any, meaning: str, check: Check | None) -> None:
         self.default = default
@@ -99,10 +100,12 @@ class HParam:
         self.name = ""
         self.owner: type = object
         self.annotation: Any = inspect.Parameter.empty
+        #: The annotation as written (``"float | None"``), for tables.
+        self.type_text = ""
 
     def with_default(self, default: Any) -> HParam:
         copy = HParam(default, self.meaning, self.check)
-        copy.name, copy.owner, copy.annotation = self.name, self.owner, self.annotation
+        copy.name, copy.owner, copy.annotation, copy.type_text = self.name, self.owner, self.annotation, self.type_text
         return copy
 
 
@@ -160,7 +163,9 @@ def _declarations(klass: type) -> dict[str, HParam]:
         for name, value in list(vars(klass).items()):
             if isinstance(value, HParam):
                 value.name, value.owner = name, klass
-                value.annotation = _annotation(klass, name, annotations.get(name, inspect.Parameter.empty))
+                written = annotations.get(name, inspect.Parameter.empty)
+                value.annotation = _annotation(klass, name, written)
+                value.type_text = written if isinstance(written, str) else _type_name(value.annotation)
                 own[name] = value
                 setattr(klass, name, value.default)
         _DECLARED[klass] = own
@@ -278,7 +283,7 @@ class Hyperparameter:
 def hyperparameters(cls: type) -> list[Hyperparameter]:
     """``cls``'s hyperparameters, its own first, then each base class's, for docs and tools."""
     return [
-        Hyperparameter(name, _type_name(spec.annotation), spec.default, spec.meaning, spec.owner.__name__)
+        Hyperparameter(name, spec.type_text, spec.default, spec.meaning, spec.owner.__name__)
         for name, spec in declared(cls).items()
     ]
 
@@ -289,3 +294,12 @@ def _type_name(annotation: Any) -> str:
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "").replace("NoneType", "None")
+
+
+def markdown_table(cls: type) -> str:
+    """``cls``'s :func:`hyperparameters` as a Markdown table (name, type, default, meaning, declared in)."""
+    lines = ["| name | type | default | meaning | declared in |", "| --- | --- | --- | --- | --- |"]
+    for row in hyperparameters(cls):
+        kind = row.type.replace("|", "\\|")
+        lines.append(f"| `{row.name}` | `{kind}` | `{row.default!r}` | {row.meaning} | `{row.declared_in}` |")
+    return "\n".join(lines)

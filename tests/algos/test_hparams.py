@@ -199,3 +199,10 @@ def test_importing_ppo_loads_no_replay_module():
     code_dqn = code.replace("lightning_rl.algos.ppo", "lightning_rl.algos.dqn")
     out = subprocess.run([sys.executable, "-c", code_dqn], capture_output=True, text=True, check=True, cwd=ROOT)
     assert "lightning_rl.replays" in out.stdout
+
+
+def test_the_docs_ppo_table_is_the_generated_one():
+    from lightning_rl.algos.hparams import markdown_table
+
+    page = (ROOT / "docs" / "concepts" / "hyperparameters.md").read_text()
+    assert markdown_table(algos.PPO) in page
