@@ -28,7 +28,7 @@ beyond PPO's; each critic sees what its agent sees (no centralized value functio
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -37,7 +37,6 @@ from lightning_rl.algos.hparams import hparam
 from lightning_rl.algos.ppo import PPO
 from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
 from lightning_rl.datasets.on_policy import OnPolicyDataset, iterate_minibatches
-from lightning_rl.datasets.state import TrainState
 from lightning_rl.samplers.base import AgentSamplesBsv, Samples
 
 __all__ = ["MultiAgentOnPolicyDataset", "MultiAgentPPO", "agent_samples"]
@@ -71,36 +70,20 @@ class MultiAgentOnPolicyDataset(OnPolicyDataset):
     Each agent's returns and advantages come from :meth:`OnPolicyDataset.process_samples` on its
     :func:`agent_samples` view (its actions, values, bootstrap values and rewards).
 
-    Args:
-        agent_rewards_key: ``env_info`` field with per-agent rewards; None: the env's reward.
-        sampler: The remaining arguments are :class:`OnPolicyDataset`'s.
+    Its ``agent_rewards_key`` (``env_info`` field with per-agent rewards; None: the env's reward)
+    is set by :class:`MultiAgentPPO` after construction.
     """
 
-    def __init__(
-        self,
-        sampler: Any,
-        agent: MultiAgent,
-        state: TrainState,
-        iterations_per_epoch: int,
-        discount: float,
-        gae_lambda: float,
-        normalize_advantage: bool,
-        recurrent: bool = False,
-        agent_rewards_key: str | None = None,
-    ) -> None:
-        super().__init__(
-            sampler, agent, state, iterations_per_epoch, discount, gae_lambda, normalize_advantage, recurrent
-        )
-        self.agent: MultiAgent = agent
-        self.agent_rewards_key = agent_rewards_key
-        self.batch_schema = NamedArrayTupleSchema("MultiAgentBatch", agent.agent_names)
+    agent: MultiAgent
+    agent_rewards_key: str | None = None
+    batch_schema: Any = None
 
     def process_samples(self, samples: Samples) -> Any:
         """``MultiAgentBatch(<name>=OnPolicyBatch, ...)`` of CPU tensors, ``[T, B]`` each."""
-        batches = []
-        for name in self.agent.agent_names:
-            batches.append(super().process_samples(agent_samples(samples, self.agent, name, self.agent_rewards_key)))
-        return self.batch_schema(*batches)
+        names, key = self.agent.agent_names, self.agent_rewards_key
+        if self.batch_schema is None:
+            self.batch_schema = NamedArrayTupleSchema("MultiAgentBatch", names)
+        return self.batch_schema(*[super().process_samples(agent_samples(samples, self.agent, n, key)) for n in names])
 
 
 class MultiAgentPPO(PPO):
@@ -139,18 +122,12 @@ class MultiAgentPPO(PPO):
                 f"{list(self.agent.agent_names)}; the env's info has {key!r}: {rewards!r}"
             )
 
+    dataset_class = MultiAgentOnPolicyDataset
+
     def make_dataset(self) -> MultiAgentOnPolicyDataset:
-        return MultiAgentOnPolicyDataset(
-            self.sampler,
-            self.agent,
-            self.train_state,
-            iterations_per_epoch=self.iterations_per_epoch,
-            discount=self.discount,
-            gae_lambda=self.gae_lambda,
-            normalize_advantage=self.normalize_advantage,
-            recurrent=self.recurrent,
-            agent_rewards_key=self.agent_rewards_key,
-        )
+        dataset = cast(MultiAgentOnPolicyDataset, super().make_dataset())
+        dataset.agent_rewards_key = self.agent_rewards_key
+        return dataset
 
     def minibatches_of(self, batch: Any) -> Iterator[Any]:
         """One pass of minibatches, each agent's samples shuffled on their own."""

@@ -64,12 +64,7 @@ class OffPolicyAlgorithm(RLModule):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.replay_setup = ReplaySetup(
-            batch_size=self.batch_size, replay_size=self.replay_size, replay_ratio=self.replay_ratio,
-            min_steps_learn=self.min_steps_learn, n_step_return=self.n_step_return, discount=self.discount,
-            updates_per_sync=self.updates_per_sync, checkpoint_replay=self.checkpoint_replay,
-            async_sampling=self.async_sampling,
-        )
+        self.replay_setup = ReplaySetup(self)
         self.soft_target_update = SoftTargetUpdate()
 
     @property

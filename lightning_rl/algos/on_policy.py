@@ -47,8 +47,11 @@ class OnPolicyAlgorithm(RLModule):
             )
         super().setup(stage)
 
+    #: The dataset :meth:`make_dataset` builds (MultiAgentPPO's has one batch per agent).
+    dataset_class: type[OnPolicyDataset] = OnPolicyDataset
+
     def make_dataset(self) -> OnPolicyDataset:
-        return OnPolicyDataset(
+        return self.dataset_class(
             self.sampler,
             self.agent,
             self.train_state,

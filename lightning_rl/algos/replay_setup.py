@@ -11,7 +11,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 
-from lightning_rl.data.namedarraytuple import NamedArrayTupleBase
+from lightning_rl.data.namedarraytuple import NamedArrayTupleBase, namedarraytuple
 from lightning_rl.datasets.async_replay import AsyncReplayDataset, AsyncSampling, SharedTrainState
 from lightning_rl.datasets.replay import ReplayDataset
 from lightning_rl.replays import ReplayBuffer
@@ -34,31 +34,12 @@ class SamplesToBuffer(NamedArrayTupleBase):
     prev_reward: Any
 
 
-class SequenceSamplesToBuffer(NamedArrayTupleBase):
-    """What the R2D1 replay stores per step: transitions plus the agent's incoming LSTM state."""
-
-    observation: Any
-    action: Any
-    reward: Any
-    done: Any
-    truncated: Any
-    prev_action: Any
-    prev_reward: Any
-    prev_rnn_state: Any
-
-
-class PrioritizedSequenceSamplesToBuffer(NamedArrayTupleBase):
-    """:class:`SequenceSamplesToBuffer` plus each row's input priority (float32)."""
-
-    observation: Any
-    action: Any
-    reward: Any
-    done: Any
-    truncated: Any
-    prev_action: Any
-    prev_reward: Any
-    prev_rnn_state: Any
-    priority: Any
+_TRANSITION_FIELDS = ("observation", "action", "reward", "done", "truncated", "prev_action", "prev_reward")
+#: What the R2D1 replay stores per step: transitions plus the agent's incoming LSTM state.
+SequenceSamplesToBuffer = namedarraytuple("SequenceSamplesToBuffer", [*_TRANSITION_FIELDS, "prev_rnn_state"])
+#: :data:`SequenceSamplesToBuffer` plus each row's input priority (float32).
+PrioritizedSequenceSamplesToBuffer = namedarraytuple(
+    "PrioritizedSequenceSamplesToBuffer", (*SequenceSamplesToBuffer._fields, "priority"))
 
 
 class ReplaySetup:
@@ -68,51 +49,35 @@ class ReplaySetup:
     calls :meth:`prepare_agent` before the sampler starts and :meth:`build` after it; checkpoints
     save and load :attr:`replay`.
 
+    It reads the module's replay hyperparameters (``batch_size``, ``replay_size``, ``replay_ratio``,
+    ``min_steps_learn``, ``n_step_return``, ``discount``, ``updates_per_sync``, ``checkpoint_replay``,
+    ``async_sampling``). With ``async_sampling`` the sampler runs in its own process and writes into
+    a shared-memory replay while ``training_step`` trains, with the replay ratio held by throttling
+    whichever side is faster (:mod:`lightning_rl.datasets.async_replay`).
+
     Args:
-        batch_size: Transitions (or sequences) per replay batch.
-        replay_size: Transitions the replay holds (per rank).
-        replay_ratio: Replayed per collected transitions (``batch_size * updates / (T * B)``).
-        min_steps_learn: Env steps (per rank) before the first update.
-        n_step_return: n of the n-step return targets.
-        discount: Discount factor gamma.
-        updates_per_sync: Updates between publishing weights to the sampler's agent.
-        checkpoint_replay: Save the replay next to each checkpoint.
-        async_sampling: Run the sampler in its own process, writing into a shared-memory replay
-            while ``training_step`` trains, with the replay ratio held by throttling whichever
-            side is faster (:mod:`lightning_rl.datasets.async_replay`). False: sample a batch,
-            then train on it, in the training process.
+        module: The off-policy module whose replay this is.
     """
 
-    def __init__(
-        self,
-        *,
-        batch_size: int,
-        replay_size: int,
-        replay_ratio: float,
-        min_steps_learn: int,
-        n_step_return: int,
-        discount: float,
-        updates_per_sync: int,
-        checkpoint_replay: bool,
-        async_sampling: bool = False,
-    ) -> None:
-        self.batch_size = batch_size
-        self.replay_size = replay_size
-        self.replay_ratio = replay_ratio
-        self.min_steps_learn = min_steps_learn
-        self.n_step_return = n_step_return
-        self.discount = discount
-        self.updates_per_sync = updates_per_sync
-        self.checkpoint_replay = checkpoint_replay
-        self.async_sampling = bool(async_sampling)
+    def __init__(self, module: Any) -> None:
+        self.module = module
         self.replay: ReplayBuffer | None = None
         #: The sampler process of async sampling (started by :meth:`start_async`).
         self.async_runner: AsyncSampling | None = None
 
+    @property
+    def async_sampling(self) -> bool:
+        return bool(self.module.async_sampling)
+
+    @property
+    def checkpoint_replay(self) -> bool:
+        """Save the replay next to each checkpoint."""
+        return bool(self.module.checkpoint_replay)
+
     def prepare_agent(self, agent: Any, batch_size: int, pretrain_uniform: bool | None = None) -> None:
         """Tell the agent the first learning iteration (before the sampler forks its workers)."""
         if hasattr(agent, "set_min_itr_learn"):
-            min_itr = self.min_steps_learn // batch_size
+            min_itr = self.module.min_steps_learn // batch_size
             if pretrain_uniform is None:
                 agent.set_min_itr_learn(min_itr)
             else:
@@ -123,10 +88,10 @@ class ReplaySetup:
         ``module.replay_kwargs()`` (frame storage, sequences, priorities) and the sampler's ``B`` envs."""
         self.replay = ReplayBuffer(
             module.samples_to_buffer(module.sampler.samples)[0, 0],
-            size=self.replay_size,
+            size=module.replay_size,
             B=module.sampler.batch_spec.B,
-            discount=self.discount,
-            n_step_return=self.n_step_return,
+            discount=module.discount,
+            n_step_return=module.n_step_return,
             seed=seed,
             shared=self.async_sampling,
             **module.replay_kwargs(),
@@ -146,7 +111,7 @@ class ReplaySetup:
         """
         runner = AsyncSampling(
             sampler_copy, module.agent, self.replay, module.samples_to_buffer, seed=seed, rank=rank,
-            world_size=world_size, replay_ratio=self.replay_ratio,
+            world_size=world_size, replay_ratio=module.replay_ratio,
         )
         state = SharedTrainState(runner.counters.updates, runner.update_bell)
         state.load_state_dict(module.train_state.state_dict())
@@ -166,10 +131,10 @@ class ReplaySetup:
         parts = (module.sampler, module.agent, self.replay, module.train_state)
         schedule: dict[str, Any] = dict(
             iterations_per_epoch=module.iterations_per_epoch,
-            batch_size=self.batch_size,
-            replay_ratio=self.replay_ratio,
-            min_steps_learn=self.min_steps_learn,
-            updates_per_sync=self.updates_per_sync,
+            batch_size=module.batch_size,
+            replay_ratio=module.replay_ratio,
+            min_steps_learn=module.min_steps_learn,
+            updates_per_sync=module.updates_per_sync,
         )
         if self.async_runner is not None:
             return AsyncReplayDataset(self.async_runner, *parts, **schedule)
