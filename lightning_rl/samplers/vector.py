@@ -234,6 +234,8 @@ class VectorCollector:
             rngs: One generator per copy (step counts; copy 0's also seeds the random actions).
         """
         obs, info = self._call("reset", self.venv.reset, seed=seeds)
+        if seeds is not None:
+            self._seed_spaces(seeds)
         sb = self.step_buffer
         sb.observation[:] = self._observation(obs)
         sb.prev_action[:] = 0
@@ -254,6 +256,21 @@ class VectorCollector:
                 self._step(np.asarray(space.sample()))
         self._reset_stats(np.ones(self.n, dtype=bool))
         self.traj_infos = [self.traj_info_factory() for _ in range(self.n)]
+
+    def _seed_spaces(self, seeds: Any) -> None:
+        """Seed the vector env's spaces from the copies' seeds.
+
+        gymnasium's vector envs seed their batched spaces from the single ones, whose generators
+        are seeded from OS entropy when first read: a wrapper that samples from a space would make
+        two runs with the same seed differ, and the checkpoints of the same run would too.
+        """
+        first = int(np.asarray(seeds).reshape(-1)[0])
+        venv = self.venv
+        for i, name in enumerate(("single_action_space", "action_space", "single_observation_space",
+                                  "observation_space")):
+            space = getattr(venv, name, None)
+            if space is not None and hasattr(space, "seed"):
+                space.seed(int(np.random.SeedSequence([first, i]).generate_state(1)[0]))
 
     def _read_lives(self, info: dict[str, Any], mask: np.ndarray) -> None:
         if self.atari is not None:
