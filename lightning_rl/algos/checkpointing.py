@@ -35,8 +35,8 @@ FORMAT_VERSION = 2
 
 __all__ = [
     "CHECKPOINT_KEY", "FORMAT_VERSION", "REPLAY_KEY", "RLCheckpointIO", "check_compatible", "check_resume",
-    "describe_run",
-    "load_data", "save_before_stopping", "load_module_state", "module_state", "restore_module_state", "save_module_state",
+    "describe_run", "load_data", "load_module_state", "module_state", "restore_module_state", "save_before_stopping",
+    "save_module_state",
 ]
 
 

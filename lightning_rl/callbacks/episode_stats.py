@@ -121,7 +121,9 @@ class EpisodeStatsCallback(pl.Callback):
         middle of an epoch included)."""
         state: dict[str, Any] = {"has_game_score": self._has_game_score}
         for name, metric in zip(self._NAMES, self._metrics(), strict=True):
-            state[name] = {key: value.detach().cpu().clone() for key, value in metric.metric_state.items()}
+            # Every state here is one tensor (no list states: these metrics do not concatenate).
+            states = metric.metric_state.items()
+            state[name] = {key: torch.as_tensor(value).detach().cpu().clone() for key, value in states}
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:

@@ -83,21 +83,25 @@ def build_r2d1(total_env_steps: int, sampler: str = "serial") -> R2D1:
 PENDULUM = {"max_episode_steps": 40}
 
 
+def pendulum(sampler: str) -> Any:
+    return make_sampler(sampler, "Pendulum-v1", env_kwargs=PENDULUM)
+
+
 def qpg_settings() -> dict[str, Any]:
     return dict(batch_size=16, replay_size=96, replay_ratio=8, min_steps_learn=2 * BATCH, n_step_return=2)
 
 
 def build_ddpg(total_env_steps: int, sampler: str = "serial") -> DDPG:
     agent = DdpgAgent(hidden_sizes=[16], q_hidden_sizes=[16])
-    return DDPG(agent, make_sampler(sampler, "Pendulum-v1", env_kwargs=PENDULUM), **qpg_settings(), **common(total_env_steps))
+    return DDPG(agent, pendulum(sampler), **qpg_settings(), **common(total_env_steps))
 
 
 def build_td3(total_env_steps: int, sampler: str = "serial") -> TD3:
     agent = Td3Agent(hidden_sizes=[16], q_hidden_sizes=[16])
-    return TD3(agent, make_sampler(sampler, "Pendulum-v1", env_kwargs=PENDULUM), **qpg_settings(), **common(total_env_steps))
+    return TD3(agent, pendulum(sampler), **qpg_settings(), **common(total_env_steps))
 
 
 def build_sac(total_env_steps: int, sampler: str = "serial") -> SAC:
     agent = SacAgent(hidden_sizes=[16], q_hidden_sizes=[16])
-    return SAC(agent, make_sampler(sampler, "Pendulum-v1", env_kwargs=PENDULUM), **qpg_settings(), target_update_interval=2,
+    return SAC(agent, pendulum(sampler), **qpg_settings(), target_update_interval=2,
                **common(total_env_steps))
