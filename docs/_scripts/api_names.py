@@ -57,7 +57,8 @@ def _kind(root: Path, module: str, name: str, depth: int = 0) -> str:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(getattr(t, "id", None) == name for t in targets):
                 value = node.value
-                if isinstance(value, ast.Call) and getattr(value.func, "id", "").startswith(("namedarraytuple", "namedtuple")):
+                factory = getattr(value.func, "id", "") if isinstance(value, ast.Call) else ""
+                if factory.startswith(("namedarraytuple", "namedtuple")):
                     return "class"
                 return "constant"
         if isinstance(node, ast.ImportFrom) and node.module and depth < 5:
