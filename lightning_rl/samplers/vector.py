@@ -479,6 +479,12 @@ class VectorSampler(BaseSampler):
     also a :class:`~lightning_rl.samplers.errors.SamplerWorkerError`, naming the backend and the
     call, and the sampler is shut down.
 
+    The arguments not listed under Args are :class:`~lightning_rl.samplers.base.BaseSampler`'s;
+    with the ``ale`` and ``envpool`` backends ``n_workers`` is the number of emulator threads
+    (default: the library's, one per env up to the CPU count; with ``overlap``, per half, default
+    ``max(1, (CPUs - 1) // 2)``). ``collector`` must be ``"reset"`` (copies of a vector env cannot
+    wait); ``cpu_affinity`` and ``step_timeout`` are not used.
+
     Args:
         backend: ``"auto"``, ``"gymnasium"``, ``"ale"``, ``"envpool"``, ``"sync"`` or ``"async"`` (module
             docstring). ``"auto"`` is resolved here: :attr:`backend` holds the one chosen.
@@ -493,11 +499,6 @@ class VectorSampler(BaseSampler):
             :class:`~lightning_rl.samplers.alternating.AlternatingSampler`; recurrent agents are
             refused (their state is per env of a whole batch). Training only: evaluation steps
             its envs together.
-        **BaseSampler arguments**: As :class:`~lightning_rl.samplers.base.BaseSampler`; with the
-            ``ale`` and ``envpool`` backends ``n_workers`` is the number of emulator threads (default: the library's,
-            one per env up to the CPU count; with ``overlap``, per half, default
-            ``max(1, (CPUs - 1) // 2)``). ``collector`` must be ``"reset"`` (copies of a
-            vector env cannot wait); ``cpu_affinity`` and ``step_timeout`` are not used.
 
     Raises:
         ValueError: On a bad argument (naming it), or a vector env whose spaces differ from
