@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.algos import private_fast_paths
-from lightning_rl.algos.checkpointing import RLCheckpointIO, load_module_state, save_module_state
+from lightning_rl.algos.checkpointing import RLCheckpointIO, load_module_state, save_before_stopping, save_module_state
 from lightning_rl.algos.episode_stats import EpisodeStatsCallback
 from lightning_rl.algos.hparams import FRACTION, INT_AT_LEAST_1, POSITIVE, bind, hparam, install_init
 from lightning_rl.algos.loading import CheckpointLoading
@@ -197,7 +197,7 @@ class RLModule(CheckpointLoading, pl.LightningModule):
         if hasattr(dataset, "profiler"):
             # The dataset times its sections ("sampler/obtain", ...) with the Trainer's profiler.
             dataset.profiler = self.profiler
-        return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_keep_batch)
+        return rl_data_loader(dataset)
 
     @property
     def profiler(self) -> Profiler:
@@ -206,7 +206,8 @@ class RLModule(CheckpointLoading, pl.LightningModule):
 
     def configure_callbacks(self) -> list[pl.Callback]:
         """Episode statistics and throughput are part of every run."""
-        return [EpisodeStatsCallback(), ThroughputCallback()]
+        # EndOfIteration last of the module's callbacks, before every ModelCheckpoint (Lightning runs those last).
+        return [EpisodeStatsCallback(), ThroughputCallback(), EndOfIteration()]
 
     def val_dataloader(self) -> Any:
         # Fit evaluates through EvaluationCallback; only `validate` uses the validation loop.
@@ -216,7 +217,7 @@ class RLModule(CheckpointLoading, pl.LightningModule):
 
     def test_dataloader(self) -> Any:
         """Evaluation episodes (``validate`` and ``test`` both run them, logged as ``eval/...``)."""
-        return DataLoader(EvaluationDataset(self), batch_size=None, num_workers=0, collate_fn=_keep_batch)
+        return rl_data_loader(EvaluationDataset(self))
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self.log_dict({k: float(v) for k, v in batch.items()}, batch_size=1)
@@ -346,12 +347,25 @@ class RLModule(CheckpointLoading, pl.LightningModule):
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         self.apply_lr_schedule(self.optimizer_list(), self.linear_lr_schedule)
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def end_of_iteration(self) -> None:
+        """After each sampler iteration's ``training_step``: the finite check, the LR schedulers'
+        step, the budget; when the run stops, the checkpoints of a stop in the middle of an epoch.
+
+        Called by :class:`EndOfIteration` before any ``ModelCheckpoint`` saves at the batch's end
+        (``every_n_train_steps``), so such a checkpoint holds the whole iteration (a LightningModule's
+        own ``on_train_batch_end`` runs after every callback's).
+        """
         self.check_finite_parameters()
         if self.lr_scheduler is not None:  # manual optimization: stepped here, once per iteration
             step_lr_schedulers(self.lr_schedulers())
+        trainer = self.trainer
+        # ModelCheckpoint names files by ``step`` (``{epoch}-{step}``): env steps, the x-axis, kept
+        # current at every iteration, so checkpoints saved within an epoch get names of their own.
+        trainer.callback_metrics["step"] = torch.tensor(float(self.global_env_steps))
         if self.budget_reached:
-            self.trainer.should_stop = True
+            trainer.should_stop = True
+        if trainer.should_stop:
+            save_before_stopping(trainer, self)
 
     def check_finite_parameters(self) -> None:
         """Raise ``FloatingPointError`` naming the parameters that hold a NaN or an infinity, after
@@ -365,5 +379,26 @@ class RLModule(CheckpointLoading, pl.LightningModule):
         load_module_state(self, checkpoint)
 
 
+class EndOfIteration(pl.Callback):
+    """Calls :meth:`RLModule.end_of_iteration` at the end of every training batch."""
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        pl_module.end_of_iteration()
+
+
 def _keep_batch(batch: Any) -> Any:
     return batch
+
+
+def rl_data_loader(dataset: IterableDataset) -> DataLoader:
+    """``DataLoader(dataset, batch_size=None)`` in the training process, drawing nothing from the
+    global torch generator.
+
+    Every new DataLoader iterator draws a base seed (for worker processes, which lightning_rl never
+    uses) from its ``generator``, the global torch generator by default. A run resumed in the middle
+    of an epoch starts an iterator where the uninterrupted run did not, and that one draw would
+    shift every later action and minibatch; a generator of its own leaves the global one alone.
+    """
+    return DataLoader(
+        dataset, batch_size=None, num_workers=0, collate_fn=_keep_batch, generator=torch.Generator().manual_seed(0)
+    )

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any, cast
 
 import pytorch_lightning as pl
+import torch
 
+from lightning_rl.algos.checkpointing import migrate_config, migrate_hyperparameters
 from lightning_rl.safe_state import load_data
 
 __all__ = ["CheckpointLoading", "module_from_config"]
@@ -58,8 +61,13 @@ class CheckpointLoading:
         data = load_data(checkpoint_path)  # refuses a file that needs unpickling, naming it
         config = (data.get("lightning_rl") or {}).get("config")
         if config and not kwargs and hparams_file is None:
-            return module_from_config(cls, config, data, map_location)
+            return module_from_config(cls, migrate_config(config), data, map_location)
+        # Lightning's own loading, from the hyperparameters in today's form (older versions named
+        # the optimizer): handed over as an in-memory copy of the checkpoint.
+        data["hyper_parameters"] = migrate_hyperparameters(data.get("hyper_parameters") or {})
+        buffer = io.BytesIO()
+        torch.save(data, buffer)
+        buffer.seek(0)
         return super().load_from_checkpoint(  # type: ignore[misc]  # pl.LightningModule's, next in the MRO
-            checkpoint_path, map_location=map_location, hparams_file=hparams_file, strict=strict, weights_only=True,
-            **kwargs,
+            buffer, map_location=map_location, hparams_file=hparams_file, strict=strict, weights_only=True, **kwargs,
         )

@@ -113,18 +113,18 @@ class OffPolicyAlgorithm(RLModule):
     def configure_callbacks(self) -> list[pl.Callback]:
         callbacks = super().configure_callbacks()
         if self.replay_setup.async_sampling:
-            callbacks.append(AsyncShutdownCallback())
+            callbacks.insert(len(callbacks) - 1, AsyncShutdownCallback())  # the base's EndOfIteration stays last
         return callbacks
 
     def on_train_start(self) -> None:
         super().on_train_start()
         self.soft_target_update.reset()
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def end_of_iteration(self) -> None:
         runner = self.replay_setup.async_runner
         if runner is not None:
             self.log_step_metrics(runner.metrics(self.train_state.updates))
-        super().on_train_batch_end(outputs, batch, batch_idx)
+        super().end_of_iteration()
 
     def update_target(self) -> None:
         """Move the target networks by ``target_update_tau`` every ``target_update_interval`` updates."""
