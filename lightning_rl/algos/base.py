@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.algos import private_fast_paths
 from lightning_rl.algos.checkpointing import RLCheckpointIO, load_module_state, save_before_stopping, save_module_state
+from lightning_rl.algos.data_loader import rl_data_loader
 from lightning_rl.algos.episode_stats import EpisodeStatsCallback
 from lightning_rl.algos.hparams import FRACTION, INT_AT_LEAST_1, POSITIVE, bind, hparam, install_init
 from lightning_rl.algos.loading import CheckpointLoading
@@ -55,6 +56,8 @@ __all__ = [
 ]
 
 _NO_PROFILER = PassThroughProfiler()
+#: A max gradient norm: one for all optimizers, one per optimizer, or None.
+Clip = float | None | Sequence[float | None]
 
 
 class RLModule(CheckpointLoading, pl.LightningModule):
@@ -251,24 +254,13 @@ class RLModule(CheckpointLoading, pl.LightningModule):
         """One optimizer over the agent's model, with ``lr_scheduler``'s schedulers."""
         return self.with_lr_schedulers(self.build_optimizer(self.agent.parameters_for("model")))
 
-    def optimize(
-        self,
-        optimizers: Any,
-        loss: torch.Tensor,
-        clip_grad_norm: float | None | Sequence[float | None],
-        count: int = 1,
-    ) -> None:
-        """The one update path (:func:`~lightning_rl.algos.optim.update_step`): finite-loss check,
-        zero grads, one backward, clip, step each optimizer, then ``train_state.updates += count``.
-        Timed as ``learner/update`` by a profiler (the default no-op one is skipped: entering its
-        context costs more than it seems).
-
-        Args:
-            optimizers: ``self.optimizers()`` entries that ``loss`` trains.
-            loss: The scalar to minimize.
-            clip_grad_norm: Max gradient norm: one for all optimizers, one per optimizer, or None.
-            count: Updates this step counts for (0 for a step that is part of a counted update).
-        """
+    def optimize(self, optimizers: Any, loss: torch.Tensor, clip_grad_norm: Clip, count: int = 1) -> None:
+        """The one update path (:func:`~lightning_rl.algos.optim.update_step`) of ``optimizers`` (one or
+        a list; disjoint parameters) on ``loss``: finite-loss check, zero grads, one backward, clip
+        (``clip_grad_norm``: one for all, one per optimizer, or None), step each, then
+        ``train_state.updates += count`` (0: a step inside a counted update). Timed as
+        ``learner/update`` by a profiler (the default no-op one is skipped: entering its context costs
+        more than it seems)."""
         listed = optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
         profiler = self.profiler
         if type(profiler) is PassThroughProfiler:
@@ -384,21 +376,3 @@ class EndOfIteration(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         pl_module.end_of_iteration()
-
-
-def _keep_batch(batch: Any) -> Any:
-    return batch
-
-
-def rl_data_loader(dataset: IterableDataset) -> DataLoader:
-    """``DataLoader(dataset, batch_size=None)`` in the training process, drawing nothing from the
-    global torch generator.
-
-    Every new DataLoader iterator draws a base seed (for worker processes, which lightning_rl never
-    uses) from its ``generator``, the global torch generator by default. A run resumed in the middle
-    of an epoch starts an iterator where the uninterrupted run did not, and that one draw would
-    shift every later action and minibatch; a generator of its own leaves the global one alone.
-    """
-    return DataLoader(
-        dataset, batch_size=None, num_workers=0, collate_fn=_keep_batch, generator=torch.Generator().manual_seed(0)
-    )

@@ -83,7 +83,8 @@ class MultiAgentOnPolicyDataset(OnPolicyDataset):
         names, key = self.agent.agent_names, self.agent_rewards_key
         if self.batch_schema is None:
             self.batch_schema = NamedArrayTupleSchema("MultiAgentBatch", names)
-        return self.batch_schema(*[super().process_samples(agent_samples(samples, self.agent, n, key)) for n in names])
+        process = super().process_samples  # (a comprehension's own scope has no zero-argument super())
+        return self.batch_schema(*[process(agent_samples(samples, self.agent, n, key)) for n in names])
 
 
 class MultiAgentPPO(PPO):
