@@ -176,7 +176,8 @@ def _annotation(klass: type, name: str, annotation: Any) -> Any:
     """The annotation as a type (a string one evaluated in its module, as ``get_type_hints`` does)."""
     if not isinstance(annotation, str):
         return annotation
-    namespace = dict(vars(sys.modules[klass.__module__]))
+    module = sys.modules.get(klass.__module__)  # None for a class made by exec() in a namespace of its own
+    namespace = dict(vars(module)) if module is not None else {}
     try:
         return eval(annotation, namespace, dict(vars(klass)))  # noqa: S307  (the class's own source)
     except Exception as error:

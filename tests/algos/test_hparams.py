@@ -206,3 +206,14 @@ def test_the_docs_ppo_table_is_the_generated_one():
 
     page = (ROOT / "docs" / "concepts" / "hyperparameters.md").read_text()
     assert markdown_table(algos.PPO) in page
+
+
+def test_a_class_made_by_exec_outside_any_module_gets_its_typed_signature():
+    # A docs page or a script run by exec(): the class's module is not in sys.modules, and with
+    # postponed annotations its annotation is the string "float".
+    namespace = {"__name__": "not_a_loaded_module"}
+    source = ("from __future__ import annotations\nfrom lightning_rl.algos import PPO\n"
+              "from lightning_rl.algos.hparams import hparam\n"
+              "class Scaled(PPO):\n    scale: float = hparam(2.0, 'A factor.')\n")
+    exec(compile(source, "<page>", "exec"), namespace)
+    assert inspect.signature(namespace["Scaled"].__init__).parameters["scale"].annotation is float
