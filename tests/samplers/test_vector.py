@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import threading
 
-import gymnasium
 import numpy as np
 import pytest
 
@@ -359,45 +358,3 @@ def test_ppo_cartpole_config_learns_to_475_with_the_vector_backend(tmp_path, mon
     early = next(v for k, v in state["callbacks"].items() if k.startswith("EarlyStopping"))
     assert early["stopped_epoch"] > 0 and state["epoch"] == early["stopped_epoch"] < 97
 
-
-def test_module_prefixed_ids_take_the_gymnasium_backend_as_gymnasium_make_does(tmp_path, monkeypatch):
-    # "module:Name-v0" imports the module (which registers the env) before looking the id up.
-    (tmp_path / "lrl_test_cartmod.py").write_text(
-        "import gymnasium\n"
-        "gymnasium.register('ModCart-v0', entry_point='gymnasium.envs.classic_control.cartpole:CartPoleEnv',\n"
-        "    vector_entry_point='gymnasium.envs.classic_control.cartpole:CartPoleVectorEnv', max_episode_steps=50)\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for backend in ("auto", "gymnasium"):
-        sampler = VectorSampler("lrl_test_cartmod:ModCart-v0", backend=backend, batch_T=4, batch_B=2)
-        assert sampler.backend == "gymnasium"
-        sampler.initialize(ObsAgent(n_actions=2), seed=0)
-        samples, _ = sampler.obtain_samples(0)
-        assert np.asarray(samples.env.observation).shape == (4, 2, 4)
-        sampler.shutdown()
-    with pytest.raises(ValueError, match=r"cannot import its module 'lrl_no_such_module'"):
-        VectorSampler("lrl_no_such_module:ModCart-v0", backend="auto")
-
-
-class _NoModeVectorEnv(gymnasium.vector.VectorEnv):
-    """A vector env of two CartPoles that says nothing of how it autoresets."""
-
-    metadata: dict = {}
-
-    def __init__(self, num_envs: int = 2, **kwargs):
-        from gymnasium.envs.classic_control.cartpole import CartPoleEnv
-
-        self.num_envs = num_envs
-        self.single_observation_space = CartPoleEnv().observation_space
-        self.single_action_space = CartPoleEnv().action_space
-        self.observation_space = gymnasium.vector.utils.batch_space(self.single_observation_space, num_envs)
-        self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, num_envs)
-
-
-def test_a_vector_env_without_autoreset_metadata_is_refused_for_that_reason():
-    if "NoModeCart-v0" not in gymnasium.registry:
-        gymnasium.register("NoModeCart-v0", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
-                           vector_entry_point=_NoModeVectorEnv)
-    sampler = VectorSampler("NoModeCart-v0", backend="gymnasium", batch_T=4, batch_B=2)
-    with pytest.raises(ValueError, match=r"does not say how it autoresets \(its metadata\['autoreset_mode'\] is None"):
-        sampler.initialize(ObsAgent(n_actions=2), seed=0)
