@@ -1,15 +1,11 @@
 """The LightningModule every algorithm builds on: agent, sampler, hyperparameters, env-step budgets,
-the one update path, exact resume.
+the one update path (:meth:`RLModule.optimize`), exact resume.
 
 ``setup()`` builds this rank's sampler, envs and models; ``train_dataloader()`` wraps the
-algorithm's IterableDataset in ``DataLoader(batch_size=None)``; ``training_step`` updates with
-manual optimization through :meth:`RLModule.optimize`; an epoch is ``log_interval_steps`` env
-steps. Checkpoints carry the counters, the sampler state, RNG states and the shuffle generator, so
-resumes are exact.
-
-Hyperparameters are class attributes declared with :func:`~lightning_rl.algos.hparams.hparam` in
-the lowest class that uses them; every subclass gets a flat keyword-only ``__init__`` built from
-them (:mod:`lightning_rl.algos.hparams`).
+algorithm's IterableDataset; ``training_step`` updates with manual optimization; an epoch is
+``log_interval_steps`` env steps. Checkpoints carry counters, sampler state, RNG states and the
+shuffle generator, so resumes are exact. Hyperparameters are declared once
+(:mod:`lightning_rl.algos.hparams`); every subclass gets a flat keyword-only ``__init__``.
 """
 
 from __future__ import annotations
@@ -72,10 +68,11 @@ class RLModule(CheckpointLoading, pl.LightningModule):
     sampler: BaseSampler
 
     total_env_steps: int | None = hparam(
-        None, "Env-step budget (all ranks); None: no limit beyond the Trainer's.", check=POSITIVE)
+        None, "The env-step budget, counted over all DDP ranks: training stops before any sampler iteration "
+        "would step envs past it; None: no limit beyond the Trainer's.", check=POSITIVE)
     log_interval_steps: int = hparam(
-        10_000, "Env steps per Lightning epoch (per rank): logging, checkpoint and evaluation interval.",
-        check=INT_AT_LEAST_1)
+        10_000, "Env steps per Lightning epoch, counted over all DDP ranks (in whole sampler iterations, at "
+        "least one): the logging, checkpoint and evaluation interval.", check=INT_AT_LEAST_1)
     seed: int | None = hparam(None, "Env base seed; None: the seed given to ``seed_everything``, else 0.")
     checkpoint_sampler_state: bool = hparam(
         True, "Put the sampler state (the envs' state, as data) into checkpoints so resumes are exact.")
@@ -186,8 +183,15 @@ class RLModule(CheckpointLoading, pl.LightningModule):
 
     @property
     def iterations_per_epoch(self) -> int:
-        """Sampler iterations in one Lightning epoch (at least one)."""
-        return max(1, self.log_interval_steps // self.sampler.batch_spec.size)
+        """Sampler iterations in one Lightning epoch: ``log_interval_steps`` env steps over all ranks, in
+        whole iterations (at least one)."""
+        return max(1, self.log_interval_steps // self.steps_per_iteration)
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps one sampler iteration collects over all ranks (``batch_T * batch_B * world size``)."""
+        world = self.trainer.world_size if self._trainer is not None else 1
+        return self.sampler.batch_spec.size * world
 
     def make_dataset(self) -> IterableDataset:
         """The algorithm's IterableDataset over the sampler (and replay)."""
@@ -296,8 +300,10 @@ class RLModule(CheckpointLoading, pl.LightningModule):
 
     @property
     def budget_reached(self) -> bool:
-        """Whether ``total_env_steps`` have been collected."""
-        return self.total_env_steps is not None and self.global_env_steps >= self.total_env_steps
+        """Whether the next sampler iteration would step envs past ``total_env_steps`` (over all
+        ranks): a budget that is not a whole number of iterations stops at the last whole one."""
+        total = self.total_env_steps
+        return total is not None and self.global_env_steps + self.steps_per_iteration > total
 
     def logging_due(self) -> bool:
         """Whether this sampler iteration's metrics are logged.
@@ -311,14 +317,10 @@ class RLModule(CheckpointLoading, pl.LightningModule):
         return itr % max(every, 1) == 0 or itr % self.iterations_per_epoch == 0 or self.budget_reached
 
     def log_step_metrics(self, metrics: dict[str, Any], reduce: bool = True) -> None:
-        """Log a sampler iteration's aggregates, with env steps (over all ranks) as the x-axis.
-
-        They go to the loggers directly (``logger.log_metrics(..., step=env_steps)``: env steps are the
-        one x-axis) and into ``trainer.callback_metrics`` for callbacks and the progress display, without
-        Lightning's per-key ``self.log`` bookkeeping, which costs more than a small update. Under DDP
-        the mean over ranks unless ``reduce`` is False (values equal on every rank already): one
-        all-reduce, which every rank reaches, since :meth:`logging_due` is the same on every rank.
-        """
+        """Log a sampler iteration's aggregates against env steps (all ranks), to the loggers and
+        ``trainer.callback_metrics`` directly (Lightning's per-key ``self.log`` bookkeeping costs more
+        than a small update). Under DDP the mean over ranks unless ``reduce`` is False: one all-reduce,
+        which every rank reaches (:meth:`logging_due` is the same on every rank)."""
         if not self.logging_due() or self._trainer is None:
             return
         trainer = self.trainer
