@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -27,8 +28,9 @@ def play_episodes(
 ) -> list[dict[str, float]]:
     """Play ``episodes`` with the module's agent on one env built like the sampler's.
 
-    Videos (``video_folder``) are named ``<name_prefix>-episode-<i>.mp4``; on a machine without a
-    display MuJoCo renders through EGL or OSMesa (:func:`lightning_rl.video.choose_gl_backend`).
+    Videos (``video_folder``) are named ``<name_prefix>-episode-<i>.mp4`` and replace files of the same
+    name there; on a machine without a display MuJoCo renders through EGL or OSMesa
+    (:func:`lightning_rl.video.choose_gl_backend`) and pygame through SDL's dummy driver.
 
     Returns:
         ``{"return", "length"}`` per episode.
@@ -38,9 +40,10 @@ def play_episodes(
     sampler = module.sampler
     env_kwargs = dict(sampler.env_kwargs or {})
     if video_folder is not None:
-        from lightning_rl.video import choose_gl_backend
+        from lightning_rl.video import choose_gl_backend, quiet_sdl
 
         choose_gl_backend()
+        quiet_sdl()
     env = _make_recording_env(sampler.env_id, env_kwargs, video_folder, name_prefix)
     env.seed(seed)
     agent = module.agent
@@ -108,11 +111,14 @@ def _make_recording_env(
 
     def build(**kwargs: Any) -> Any:
         inner = gym.make(env_id, render_mode="rgb_array", **kwargs) if isinstance(env_id, str) else env_id(**kwargs)
-        return GymEnvWrapper(
-            gym.wrappers.RecordVideo(
+        with warnings.catch_warnings():
+            # The folder exists (made above, or the user's): <name_prefix>-episode-<i>.mp4 replace
+            # earlier files of the same name, as play documents.
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos.*")
+            recorder = gym.wrappers.RecordVideo(
                 inner, video_folder, episode_trigger=lambda e: True, name_prefix=name_prefix, disable_logger=True
             )
-        )
+        return GymEnvWrapper(recorder)
 
     return build(**env_kwargs)
 

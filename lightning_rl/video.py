@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, cast
 
-__all__ = ["choose_gl_backend", "record_eval_video"]
+__all__ = ["choose_gl_backend", "quiet_sdl", "record_eval_video"]
 
 
 def choose_gl_backend(environ: dict[str, str] | Any = None) -> str | None:
@@ -32,6 +32,20 @@ def choose_gl_backend(environ: dict[str, str] | Any = None) -> str | None:
             env.setdefault("PYOPENGL_PLATFORM", backend)
             return backend
     return None
+
+
+def quiet_sdl(environ: dict[str, str] | Any = None) -> None:
+    """SDL's dummy drivers where nothing else was chosen: audio always (an agent plays no sound), video
+    on a machine without a display. pygame, which draws gymnasium's classic-control envs, otherwise
+    prints ``XDG_RUNTIME_DIR is invalid`` and ALSA errors on stderr when it starts.
+
+    Args:
+        environ: The environment to read and update; default ``os.environ``.
+    """
+    env = os.environ if environ is None else environ
+    env.setdefault("SDL_AUDIODRIVER", "dummy")
+    if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+        env.setdefault("SDL_VIDEODRIVER", "dummy")
 
 
 def record_eval_video(trainer: Any, pl_module: Any, deterministic: bool) -> Path | None:
