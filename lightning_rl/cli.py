@@ -282,8 +282,11 @@ def _help(command: str, argv: list[str]) -> int | None:
 
 
 def main(args: list[str] | None = None) -> None:
-    """Entry point of ``lightning-rl`` (``args`` replaces ``sys.argv[1:]``, for tests); ends with
-    ``SystemExit`` carrying the exit status."""
+    """Entry point of ``lightning-rl`` (``args`` replaces ``sys.argv[1:]``, for tests).
+
+    ``fit``, ``validate``, ``test`` and ``play`` return when they succeed (so a program or test can
+    call them in a row) and raise ``SystemExit`` with the status otherwise; the other commands, the
+    help and ``--version`` always end with ``SystemExit``."""
     argv = list(sys.argv[1:] if args is None else args)
     if not argv or argv[0] in HELP_FLAGS:
         sys.stdout.write(main_help())
@@ -312,7 +315,9 @@ def main(args: list[str] | None = None) -> None:
             raise SystemExit(_error(problem, f"lightning-rl {command}"))
     from lightning_rl.lightning_cli import run
 
-    raise SystemExit(run([command, *rest], own_process=args is None, verbose=verbose, started=IMPORTED_AT))
+    status = run([command, *rest], own_process=args is None, verbose=verbose, started=IMPORTED_AT)
+    if status:
+        raise SystemExit(status)
 
 
 #: Names that lived in this module before the LightningCLI part moved to :mod:`lightning_rl.lightning_cli`.

@@ -131,22 +131,27 @@ class RLArgumentParser(LightningArgumentParser):
     verbose = False
     #: The command line being parsed (named in messages).
     argv: list[str] = []
+    #: The parameter file whose config the command line carries as text (``--params FILE``), if any.
+    params_file: str | None = None
 
     def error(self, message: str, ex: Exception | None = None) -> Any:
         if self.verbose or not self.exit_on_error:
             return super().error(message, ex)
-        for line in explain_error(message, self, self.argv):
+        for line in explain_error(message, self, self.argv, self.params_file):
             sys.stderr.write(line + "\n")
         self.exit(2)
 
 
-def explain_error(message: str, parser: Any, argv: Sequence[str]) -> list[str]:
+def explain_error(message: str, parser: Any, argv: Sequence[str], params_file: str | None = None) -> list[str]:
     """The short lines of a parser error (:func:`lightning_rl.config_errors.explain`): the first starts
-    with ``lightning-rl <command>: error:``."""
+    with ``lightning-rl <command>: error:``; a key from a parameter file's config is said to be in
+    ``params_file``."""
     command = argv[0] if argv and not argv[0].startswith("-") else "fit"
     subparsers = getattr(getattr(parser, "_subcommands_action", None), "_name_parser_map", {}) or {}
     keys = config_errors.parser_keys(subparsers.get(command, parser))
     configs = [a for i, a in enumerate(argv) if i and argv[i - 1] in ("--config", "-c")]
+    if params_file is not None:
+        configs = [params_file if "\n" in c else c for c in configs]
     explained = config_errors.explain(
         message, command, parser_keys=keys, argv=argv, config_files=configs,
         class_names=config_errors.class_names_of(RLModule),
@@ -357,7 +362,7 @@ class RLCLI(LightningCLI):
             if found is None:
                 fitting = self.config.get("subcommand") == "fit"
                 hint = "; drop --ckpt_path to start a new run" if fitting else ""
-                self._exit(f"--ckpt_path {kind}: no {kind}.ckpt in {group_dir}/*/checkpoints{hint}")
+                self._exit(f"--ckpt_path {kind}: no {kind} checkpoint in {group_dir}/*/checkpoints{hint}")
         assert found is not None
         return found
 
@@ -443,7 +448,7 @@ class RLCLI(LightningCLI):
         try:
             super().instantiate_classes()
         except ValueError as error:
-            for line in explain_error(str(error), self.parser, self._argv):
+            for line in explain_error(str(error), self.parser, self._argv, RLArgumentParser.params_file):
                 sys.stderr.write(line + "\n")
             raise SystemExit(2) from error
         subcommand = self.config.get("subcommand")
@@ -631,7 +636,7 @@ class RLCLI(LightningCLI):
         checkpoint on SIGINT/SIGUSR1) unless the config has one, and for ``fit`` without a logger of
         the config's own, TensorBoard into the run directory (:mod:`lightning_rl.runs`). A
         ``ModelCheckpoint`` that would keep a copy of ``last.ckpt`` (no monitor, ``save_top_k=1``,
-        ``save_last``) keeps ``last.ckpt`` only."""
+        ``save_last``, no ``filename``) writes ``last.ckpt`` only."""
         subcommand = self.config.get("subcommand")
         fitting = subcommand in ("fit", None)
         config = self._get(self.config_init, "trainer", default={}) or {}
@@ -646,9 +651,10 @@ class RLCLI(LightningCLI):
         kwargs["callbacks"] = [*callbacks, *extra]
         for callback in callbacks:
             if (isinstance(callback, ModelCheckpoint) and callback.monitor is None and callback.save_top_k == 1
-                    and callback.save_last):
-                # The newest epoch's checkpoint would be last.ckpt's byte-identical twin.
-                callback.save_top_k = 0
+                    and callback.save_last is True and callback.filename is None):
+                # It would keep the newest epoch's checkpoint, epoch=N-step=M.ckpt, a byte-identical twin of
+                # last.ckpt; as rlpyt's "last" snapshot mode (callbacks/snapshots.py) its one file is last.ckpt.
+                callback.filename, callback.save_last = "last", False
         if not fitting and config.get("enable_checkpointing", True) is not False:
             # validate/test/play write no checkpoints (and restore no ModelCheckpoint state that
             # points at the run directory of the checkpoint they read).
@@ -857,6 +863,7 @@ def from_config(
     RLCLI._started = time.monotonic()
     RLArgumentParser.argv = RLCLI._argv
     RLArgumentParser.verbose = False
+    RLArgumentParser.params_file = None
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
@@ -911,6 +918,9 @@ def run(argv: list[str], own_process: bool = False, verbose: bool = False, start
     RLCLI._current = None
     RLArgumentParser.verbose = verbose
     RLArgumentParser.argv = list(expanded)
+    given = [a for i, a in enumerate(argv) if i and argv[i - 1] == "--params"]
+    given += [a.split("=", 1)[1] for a in argv if a.startswith("--params=")]
+    RLArgumentParser.params_file = given[-1] if given else None
     torch.set_float32_matmul_precision("high")
     try:
         cli = make_cli(expanded)

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
     from lightning_rl.envs.wrappers import CARTPOLE_NO_VELOCITY_ID, MaskVelocityWrapper
 
+# Registered with gymnasium on import (lightning_rl/CoopGrid-v0, the CartPole without velocities): an env id
+# in a config resolves once anything of lightning_rl.envs is imported. Both need gymnasium only.
+import lightning_rl.envs.multiagent
+import lightning_rl.envs.wrappers  # noqa: F401
+
 #: Each public name and the module that defines it (imported on first use).
 _LAZY: dict[str, str] = {
     "AtariEnv": "lightning_rl.envs.atari",

@@ -340,6 +340,7 @@ def make_cli(args: list[str], callbacks: list[pl.Callback] | None = None) -> RLC
     RLCLI._argv = list(args)
     RLCLI._started = None
     RLArgumentParser.argv = list(args)
+    RLArgumentParser.params_file = None
     with warnings.catch_warnings():
         for message in QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=message)
