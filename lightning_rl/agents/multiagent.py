@@ -67,7 +67,7 @@ class MultiAgent(BaseAgent):
             dict, the given names differ from the env's agent names, or sub-agents mix
             recurrent and feed-forward policies.
 
-    Example:
+    Examples:
         >>> from lightning_rl.agents import CategoricalPgAgent
         >>> from lightning_rl.envs import make_env
         >>> agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)))

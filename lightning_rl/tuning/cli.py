@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import optuna
     import pytorch_lightning as pl
 
-    from lightning_rl.cli import RLCLI
+    from lightning_rl.lightning_cli import RLCLI
 
 __all__ = ["main", "trial_config", "tune"]
 
