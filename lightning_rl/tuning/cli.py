@@ -372,7 +372,8 @@ def fit_in_process(config_path: Path, workdir: Path, callbacks: list[pl.Callback
             os.environ.pop(RUN_DIR_ENV, None)
         else:
             os.environ[RUN_DIR_ENV] = previous_run
-    if any(isinstance(c, RunDirectoryCallback) and c.exit_code == 1 for c in cli.trainer.callbacks):
+    if any(isinstance(c, RunDirectoryCallback) and c.exit_code == 1
+           for c in cli.trainer.callbacks):  # type: ignore[attr-defined]
         raise KeyboardInterrupt("stopped by Ctrl-C (last.ckpt saved)")
     return cli
 
