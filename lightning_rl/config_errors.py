@@ -155,7 +155,7 @@ def explain(
     """
     path, owners, rest = _leaves(message)
     verbose = "--verbose shows the parser's full message"
-    typed = " ".join(argv)
+    typed = " ".join(a for a in argv if "\n" not in a)  # not a config given as text (--params)
     files = [f for f in config_files if "\n" not in f]
 
     def on_command_line(key: str) -> bool:

