@@ -28,7 +28,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import time
@@ -928,15 +927,13 @@ def run(argv: list[str], own_process: bool = False, verbose: bool = False, start
         current = RLCLI._current
         if verbose or (current is not None and current.training_started()):
             raise
-        print(f"lightning-rl {command}: error: {_first_line(error)}", file=sys.stderr)
+        lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()] or [type(error).__name__]
+        print(f"lightning-rl {command}: error: {lines[0]}", file=sys.stderr)
+        if len(lines) > 1:  # a message of several lines (the fields a check names): the first of them
+            print(f"  {lines[1]}" + (" ..." if len(lines) > 2 else ""), file=sys.stderr)
         print("  --verbose shows the traceback", file=sys.stderr)
         return 2
     for callback in getattr(getattr(cli, "trainer", None), "callbacks", []):
         if isinstance(callback, RunDirectoryCallback) and callback.exit_code:
             return callback.exit_code  # stopped by Ctrl-C: last.ckpt saved, status 1
     return 0
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return re.sub(r"\s+", " ", text.splitlines()[0] if text else type(error).__name__)
