@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
+import yaml
 from jsonargparse import DefaultHelpFormatter
 from pytorch_lightning.callbacks import ModelCheckpoint, ProgressBar
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback, instantiate_class
@@ -46,7 +47,13 @@ from pytorch_lightning.loggers import TensorBoardLogger
 
 from lightning_rl import config_errors
 from lightning_rl.algos.base import RLModule
-from lightning_rl.algos.checkpointing import CHECKPOINT_KEY, check_resume, load_data
+from lightning_rl.algos.checkpointing import (
+    CHECKPOINT_KEY,
+    check_compatible,
+    check_resume,
+    load_data,
+    migrate_hyperparameters,
+)
 from lightning_rl.callbacks.progress import RLProgressBar
 from lightning_rl.callbacks.run_directory import RunDirectoryCallback
 from lightning_rl.params import expand_params_args
@@ -255,23 +262,6 @@ def remove_failed_run(run_dir: Path) -> bool:
     return True
 
 
-def migrate_hyperparameters(hparams: dict[str, Any]) -> dict[str, Any]:
-    """Hyperparameters saved by an older lightning_rl, in today's form (a copy).
-
-    ``optimizer`` was a name (``"adam"`` or ``"rmsprop"``) before any torch optimizer could be given
-    by class path: ``"adam"`` is today's default (None) and ``"rmsprop"`` the same RMSprop
-    (``alpha`` 0.99, ``eps`` = ``optimizer_eps``) as a class path.
-    """
-    hparams = dict(hparams)
-    optimizer = hparams.get("optimizer")
-    if optimizer == "adam":
-        hparams["optimizer"] = None
-    elif optimizer == "rmsprop":
-        eps = float(hparams.get("optimizer_eps", 1e-5))
-        hparams["optimizer"] = {"class_path": "torch.optim.RMSprop", "init_args": {"alpha": 0.99, "eps": eps}}
-    return hparams
-
-
 class _SaveFitConfig(SaveConfigCallback):
     """LightningCLI's ``config.yaml`` for ``fit`` only: ``validate``/``test`` write no files (they would
     land in the working directory, over a ``config.yaml`` of the user's)."""
@@ -410,6 +400,7 @@ class RLCLI(LightningCLI):
         except ValueError as error:  # a file that would need unpickling: refused, nothing run
             self._exit(str(error))
         if subcommand == "fit":
+            self._check_written_for_this_run(data)
             self._exit_if_finished(ckpt_path, data)
         if resolved_from is not None:
             verb = "resuming " if subcommand == "fit" else ""
@@ -425,6 +416,26 @@ class RLCLI(LightningCLI):
         ]
         if changed:
             sys.stderr.write(f"lightning-rl: resuming {ckpt_path} with the config's {', '.join(changed)}\n")
+
+    def _check_written_for_this_run(self, data: dict[str, Any]) -> None:
+        """Exit 2 naming the fields where the checkpoint's run (algorithm, env id, env count) differs
+        from the config's, read from both as data; the spaces are compared once the module exists
+        (:func:`~lightning_rl.algos.checkpointing.check_resume`)."""
+        run = (data.get(CHECKPOINT_KEY) or {}).get("run")
+        if not run:
+            return
+        init = _get(_get(self._section(), "model"), "init_args")
+        sampler = _get(_get(init, "sampler"), "init_args")
+        env_id, batch_b = _get(sampler, "env_id"), _get(sampler, "batch_B")
+        live = {
+            "algorithm": _qualified_name(_get(_get(self._section(), "model"), "class_path")),
+            "env_id": env_id if isinstance(env_id, str) else None,
+            "batch_B": int(batch_b) if isinstance(batch_b, int) else None,
+        }
+        try:
+            check_compatible(run, live)
+        except ValueError as error:
+            self._exit(str(error))
 
     def _exit_if_finished(self, ckpt_path: str, data: dict[str, Any]) -> None:
         """A checkpoint whose run already collected the config's ``total_env_steps``: one line, exit 0
@@ -454,13 +465,21 @@ class RLCLI(LightningCLI):
         model_config = self._get(self.config, "model")
         if model_config is not None and hasattr(self.model, "run_config"):
             # The model's config travels with its checkpoints (play <ckpt>, load_from_checkpoint(path)).
-            as_dict = model_config.as_dict() if hasattr(model_config, "as_dict") else dict(model_config)
-            self.model.run_config = json.loads(json.dumps(as_dict, default=str))
+            self.model.run_config = self._model_config_as_data(subcommand)
         if subcommand == "test":
             # Held-out env seeds: neither training nor validate used them.
             self.model.seed = self.model._base_seed() + HELD_OUT_SEED_OFFSET
         if subcommand in ("validate", "test"):
             self._default_eval_envs(subcommand)
+
+    def _model_config_as_data(self, subcommand: str | None) -> dict[str, Any]:
+        """The model's config as plain data, in the form ``config.yaml`` has: class paths and
+        callables as the import paths and ``class_path``/``init_args`` the parser reads back
+        (``torch.nn.Tanh``, not the text of a class object), so a checkpoint rebuilds its module."""
+        parser = self._parser(subcommand)
+        config = self.config[subcommand] if subcommand else self.config
+        dumped = yaml.safe_load(parser.dump(config, skip_none=False, skip_check=True))
+        return dumped["model"]
 
     def _default_eval_envs(self, subcommand: str) -> None:
         """Give a sampler without eval envs :data:`EVAL_DEFAULTS` (before its setup builds them) and say so."""
@@ -683,6 +702,20 @@ class RLCLI(LightningCLI):
         return any(isinstance(c, _TrainingStarted) and c.started for c in getattr(trainer, "callbacks", []))
 
 
+def _qualified_name(class_path: Any) -> str | None:
+    """``module.QualName`` of the class at ``class_path`` (as a checkpoint records it), None if unknown."""
+    import importlib
+
+    if not isinstance(class_path, str) or "." not in class_path:
+        return None
+    module_name, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError):
+        return None
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _plain(config: Any) -> dict[str, Any]:
     """A jsonargparse namespace (or dict) as plain dicts."""
     data = config.as_dict() if hasattr(config, "as_dict") else dict(config)
@@ -846,8 +879,6 @@ def from_config(
     """
     import contextlib
     import io
-
-    import yaml
 
     if isinstance(config, Mapping):
         args = ["--config", yaml.safe_dump(dict(config), sort_keys=False)]
