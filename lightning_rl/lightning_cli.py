@@ -443,14 +443,33 @@ class RLCLI(LightningCLI):
         ours = data.get(CHECKPOINT_KEY) or {}
         steps = (ours.get("train_state") or {}).get("env_steps")
         total = _get(_get(_get(self._section(), "model"), "init_args"), "total_env_steps")
-        if steps is None or total is None:
+        world = self._world_size()
+        if steps is None or total is None or world is None:
             return
-        done = int(steps) * int(ours.get("world_size") or 1)  # counters are per rank
+        # Counters are per rank, and a resume on another number of processes continues from rank 0's:
+        # the resumed run counts steps x its own world size, as RLModule.global_env_steps does.
+        done = int(steps) * world
         if done >= int(total):
             print(f"lightning-rl: {ckpt_path} already reached its budget ({done:,} of total_env_steps={int(total):,} "
                   "env steps): nothing to train; give a larger --model.total_env_steps to train on")
             sys.stdout.flush()
             raise SystemExit(0)
+
+    def _world_size(self) -> int | None:
+        """The number of processes the config's Trainer runs (``devices`` x ``num_nodes``); None where
+        only the built Trainer knows (``devices: -1``, a GPU count under ``auto``)."""
+        trainer = _get(self._section(), "trainer")
+        devices, nodes = _get(trainer, "devices", "auto"), _get(trainer, "num_nodes", 1)
+        accelerator = str(_get(trainer, "accelerator", "auto") or "auto")
+        if isinstance(devices, str) and devices.strip().isdigit():
+            devices = int(devices)
+        if isinstance(devices, (list, tuple)):
+            devices = len(devices)
+        if devices in ("auto", None) and (accelerator == "cpu" or not torch.cuda.is_available()):
+            devices = 1
+        if not isinstance(devices, int) or devices < 1 or not isinstance(nodes, int):
+            return None
+        return devices * nodes
 
     def instantiate_classes(self) -> None:
         """Build the model and Trainer; a bad value that the classes reject (a range check in an

@@ -84,3 +84,17 @@ def test_the_command_prints_only_that_line(tmp_path):
     assert again.stderr == ""
     assert again.stdout.splitlines() == [finished_line(str(last.relative_to(tmp_path)))]
     assert last.read_bytes() == before
+
+
+def test_a_checkpoint_of_more_processes_resumed_on_one_counts_its_own_steps(tmp_path, monkeypatch):
+    # Counters are per rank: 256 env steps on each of 2 ranks reached a 512 budget there, but one
+    # process resuming it continues from rank 0's counters (256 so far), so it trains on.
+    monkeypatch.chdir(tmp_path)
+    main(["fit", "--config", CARTPOLE, "--model.total_env_steps", "256", *QUIET])
+    (last,) = tmp_path.glob("runs/ppo_cartpole/*/checkpoints/last.ckpt")
+    state = torch.load(last, weights_only=True)
+    assert state["lightning_rl"]["train_state"]["env_steps"] == 256
+    state["lightning_rl"]["world_size"] = 2
+    torch.save(state, last)
+    main(["fit", "--config", CARTPOLE, "--model.total_env_steps", "512", *QUIET, "--ckpt_path", "last"])
+    assert torch.load(last, weights_only=True)["lightning_rl"]["train_state"]["env_steps"] == 512
