@@ -7,19 +7,17 @@ lightning_rl`` (and ``lightning-rl --version``) import neither torch nor Lightni
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
 __version__ = "0.2.0"
 
 __all__ = ["__version__", "from_config"]
 
-if TYPE_CHECKING:
-    from lightning_rl.lightning_cli import from_config
-
 
 def __getattr__(name: str) -> Any:
+    # By name, not an import statement: the package's modules import ``lightning_rl`` (its version),
+    # and the command-line layer sits above them.
     if name == "from_config":
-        from lightning_rl.lightning_cli import from_config
-
-        return from_config
+        return importlib.import_module("lightning_rl.lightning_cli").from_config
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

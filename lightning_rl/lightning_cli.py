@@ -948,7 +948,8 @@ def run(argv: list[str], own_process: bool = False, verbose: bool = False, start
         verbose: Full parser messages and tracebacks instead of the short error lines.
         started: ``time.monotonic()`` when the command started (default: now).
     """
-    from lightning_rl.video import choose_gl_backend, quiet_sdl
+    from lightning_rl.envs.rendering import choose_gl_backend
+    from lightning_rl.play import quiet_sdl
 
     choose_gl_backend()  # before anything imports mujoco: a headless machine renders through EGL/OSMesa
     quiet_sdl()

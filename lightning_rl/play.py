@@ -16,6 +16,20 @@ from lightning_rl.envs.atari import AtariEnv
 from lightning_rl.envs.make import route_mujoco_warnings
 
 
+def quiet_sdl(environ: dict[str, str] | Any = None) -> None:
+    """SDL's dummy drivers where nothing else was chosen: audio always (an agent plays no sound), video
+    on a machine without a display. pygame, which draws gymnasium's classic-control envs, otherwise
+    prints ``XDG_RUNTIME_DIR is invalid`` and ALSA errors on stderr when it starts.
+
+    Args:
+        environ: The environment to read and update; default ``os.environ``.
+    """
+    env = os.environ if environ is None else environ
+    env.setdefault("SDL_AUDIODRIVER", "dummy")
+    if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+        env.setdefault("SDL_VIDEODRIVER", "dummy")
+
+
 def play_episodes(
     module: RLModule,
     ckpt_path: str | None,
@@ -30,7 +44,7 @@ def play_episodes(
 
     Videos (``video_folder``) are named ``<name_prefix>-episode-<i>.mp4`` and replace files of the same
     name there; on a machine without a display MuJoCo renders through EGL or OSMesa
-    (:func:`lightning_rl.video.choose_gl_backend`) and pygame through SDL's dummy driver.
+    (:func:`lightning_rl.envs.rendering.choose_gl_backend`) and pygame through SDL's dummy driver.
 
     Returns:
         ``{"return", "length"}`` per episode.
@@ -40,7 +54,7 @@ def play_episodes(
     sampler = module.sampler
     env_kwargs = dict(sampler.env_kwargs or {})
     if video_folder is not None:
-        from lightning_rl.video import choose_gl_backend, quiet_sdl
+        from lightning_rl.envs.rendering import choose_gl_backend
 
         choose_gl_backend()
         quiet_sdl()

@@ -13,20 +13,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lightning_rl.callbacks.episode_stats import EpisodeStatsCallback
+    from lightning_rl.algos.episode_stats import EpisodeStatsCallback
+    from lightning_rl.algos.throughput import ThroughputCallback
     from lightning_rl.callbacks.evaluation import EvaluationCallback, evaluate_agent, summarize_trajectories
     from lightning_rl.callbacks.progress import RLProgressBar
     from lightning_rl.callbacks.run_directory import RunDirectoryCallback
     from lightning_rl.callbacks.snapshots import SNAPSHOT_MODES, snapshot_callbacks
-    from lightning_rl.callbacks.throughput import ThroughputCallback
     from lightning_rl.callbacks.utilization import UtilizationCallback
 
 #: Each public name and the module that defines it (imported on first use).
 _LAZY: dict[str, str] = {
-    "EpisodeStatsCallback": "lightning_rl.callbacks.episode_stats",
+    "EpisodeStatsCallback": "lightning_rl.algos.episode_stats",
     "EvaluationCallback": "lightning_rl.callbacks.evaluation",
     "RLProgressBar": "lightning_rl.callbacks.progress",
-    "ThroughputCallback": "lightning_rl.callbacks.throughput",
+    "ThroughputCallback": "lightning_rl.algos.throughput",
     "evaluate_agent": "lightning_rl.callbacks.evaluation",
     "summarize_trajectories": "lightning_rl.callbacks.evaluation",
     "SNAPSHOT_MODES": "lightning_rl.callbacks.snapshots",
