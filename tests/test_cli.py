@@ -387,7 +387,7 @@ def test_validate_and_test_without_eval_envs_evaluate_with_defaults_say_so_and_w
     (["--model.epochs", "many"], "--model.epochs: expected an int, got 'many'"),
     (["--model.sampler.backend", "foo"],
      "--model.sampler.backend: expected one of auto, gymnasium, ale, envpool, sync, async, got 'foo'"),
-    (["--model.total_env_steps", "-5"], "total_env_steps must be positive, got -5"),
+    (["--model.total_env_steps", "-5"], "total_env_steps must be > 0, got -5"),
     (["--model", "PPOO"], "--model: 'PPOO' is not a class or config file; did you mean PPO?"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_a_config_error_is_a_line_or_two_naming_the_key_the_value_and_the_fix(args, first, in_tmp, capsys):
