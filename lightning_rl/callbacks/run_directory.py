@@ -12,7 +12,10 @@ A run's log dir (``trainer.log_dir``, e.g. ``lightning_logs/version_3``) ends up
 On SIGINT (Ctrl-C) or SIGUSR1 (what cluster schedulers send ahead of a time limit) the run saves
 ``<checkpoint dir>/last.ckpt`` at the end of the current batch and stops cleanly, so
 ``lightning-rl fit --config ... --ckpt_path last`` continues it. A second Ctrl-C while waiting for
-the batch to end interrupts at once, as Ctrl-C does without this callback.
+the batch to end interrupts at once, as Ctrl-C does without this callback. ``last.ckpt`` stays the
+one newest state: a ``ModelCheckpoint(save_last=True)`` in the same directory is told of the file
+this callback wrote (and, after a resume, of the ``last.ckpt`` it resumed), so it writes over it
+instead of starting a ``last-v1.ckpt`` beside it.
 
 When fitting fails or is interrupted (Lightning's own Ctrl-C handling, SIGTERM, an error), the
 ``lightning-rl`` process gives its shutdown ``shutdown_timeout_s`` seconds: a shutdown stuck past
@@ -38,6 +41,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import yaml
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
@@ -208,6 +212,31 @@ class RunDirectoryCallback(pl.Callback):
             with open(os.path.join(log_dir, RUN_INFO_FILE), "w") as f:
                 yaml.safe_dump(info, f, sort_keys=False)
 
+    def _claim_last(self, trainer: pl.Trainer) -> None:
+        """Tell each ``ModelCheckpoint`` whose next save writes this callback's ``last.ckpt`` that the file
+        is its own, so it writes over it instead of beside it (``last-v1.ckpt``): ``save_last=True``'s
+        ``last_model_path``, and ``filename="last"`` (rlpyt's "last" snapshot mode)'s ``best_model_path``."""
+        if self.checkpoint_path is None:
+            return
+        target = os.path.abspath(self.checkpoint_path)
+        for callback in trainer.checkpoint_callbacks:
+            if not isinstance(callback, ModelCheckpoint) or callback.dirpath is None:
+                continue
+            directory = str(callback.dirpath)
+            if callback.save_last:
+                name = callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION
+                if os.path.abspath(os.path.join(directory, name)) == target:
+                    callback.last_model_path = self.checkpoint_path
+            if callback.filename == "last" and callback.monitor is None and callback.save_top_k == 1:
+                if os.path.abspath(os.path.join(directory, "last" + callback.FILE_EXTENSION)) == target:
+                    callback.best_model_path = self.checkpoint_path
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        # After a resume the ModelCheckpoint's state may not name the last.ckpt it left (one written
+        # by this callback, or by an older version): it would write last-v1.ckpt beside it.
+        if self.checkpoint_path is not None and os.path.isfile(self.checkpoint_path):
+            self._claim_last(trainer)
+
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self._saved:
             return  # stopping already (Trainer(min_epochs=...) can keep it going a while)
@@ -220,6 +249,7 @@ class RunDirectoryCallback(pl.Callback):
         name = self.received.name if self.received is not None else "a signal on another rank"
         rank_zero_info(f"Received {name}: saving {self.checkpoint_path} and stopping.")
         assert self.checkpoint_path is not None  # set by on_fit_start
+        self._claim_last(trainer)  # the ModelCheckpoint's next save writes over this file (its state says so)
         trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
         self._saved = True
         trainer.should_stop = True
