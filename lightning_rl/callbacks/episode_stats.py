@@ -80,7 +80,10 @@ class EpisodeStatsCallback(pl.Callback):
     """Logs ``train/return_mean`` (over the last ``window`` episodes), min/max/length per epoch.
 
     Reads the episodes the sampler completed (``TrajInfo`` s) after every training batch. Atari
-    episodes also give ``train/game_score_mean`` (raw score, before clipping and lives).
+    episodes also give ``train/game_score_mean`` (raw score, before clipping and lives); a
+    multi-agent module (one with ``agent.agent_names``) whose episodes record each agent's return
+    (:class:`~lightning_rl.envs.MultiAgentTrajInfo`) also gives ``train/return_mean/<agent>``
+    beside the team return.
 
     Args:
         window: Episodes in the running mean, as Stable-Baselines3 and RL papers report it.
@@ -99,6 +102,8 @@ class EpisodeStatsCallback(pl.Callback):
         self.episodes = SumMetric(compute_with_cache=False)
         self.epoch_episodes = SumMetric(compute_with_cache=False)
         self._has_game_score = False
+        #: Per-agent window means, by agent name (multi-agent modules; built at fit start).
+        self.agent_return_mean: dict[str, WindowMean] = {}
         # In one process the window means change only with new episodes: the last values are
         # kept until then (under DDP every rank computes every time, a collective).
         self._last: dict[str, float] | None = None
@@ -107,9 +112,13 @@ class EpisodeStatsCallback(pl.Callback):
         return (
             self.return_mean, self.length_mean, self.game_score_mean, self.epoch_return_mean,
             self.epoch_return_max, self.epoch_return_min, self.episodes, self.epoch_episodes,
+            *self.agent_return_mean.values(),
         )
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        # Every rank knows the agent names from its agent, so all ranks compute the same metrics.
+        names = tuple(getattr(getattr(pl_module, "agent", None), "agent_names", ()) or ())
+        self.agent_return_mean = {n: self.agent_return_mean.get(n) or WindowMean(self.window) for n in names}
         # Metric states go where the module is, so DDP's collectives can gather them (NCCL only
         # moves CUDA tensors).
         for metric in self._metrics():
@@ -130,6 +139,10 @@ class EpisodeStatsCallback(pl.Callback):
             if scores:
                 self._has_game_score = True
                 self.game_score_mean.update(torch.tensor(scores))
+            for name, metric in self.agent_return_mean.items():
+                agent_returns = [info.AgentReturns[name] for info in infos if name in info.get("AgentReturns", ())]
+                if agent_returns:
+                    metric.update(torch.tensor(agent_returns, dtype=torch.float64))
             self.episodes.update(len(infos))
             self.epoch_episodes.update(len(infos))
             self._last = None
@@ -144,6 +157,8 @@ class EpisodeStatsCallback(pl.Callback):
                            "train/length_mean": _compute(self.length_mean, world)}
                 if self._game_scores_possible(trainer):
                     metrics["train/game_score_mean"] = _compute(self.game_score_mean, world)
+                for name, metric in self.agent_return_mean.items():
+                    metrics[f"train/return_mean/{name}"] = _compute(metric, world)
                 finite = self._last = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
             if finite:
                 # The module's per-iteration path: straight to the loggers at env steps and into

@@ -59,7 +59,7 @@ def test_a_template_is_copied_into_independent_sub_agents():
 
 
 def test_parameter_sharing_keeps_one_set_of_parameters():
-    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=True)
+    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=True, agent_id=False)
     spaces = coop_spaces()
     agent.initialize(spaces)
     shared = agent.sub_agent("agent_0")
@@ -78,7 +78,7 @@ def test_parameter_sharing_keeps_one_set_of_parameters():
 
 def test_shared_step_stacks_agents_in_one_forward_pass_with_the_same_results():
     torch.manual_seed(0)
-    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=True)
+    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=True, agent_id=False)
     spaces = coop_spaces()
     agent.initialize(spaces)
     observation, prev_action, prev_reward = inputs(spaces)

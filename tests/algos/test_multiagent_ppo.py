@@ -210,7 +210,8 @@ def test_observation_statistics_follow_every_agents_observations(share):
     # the fix nothing updated them and the model normalized with mean 0, var 1 for ever.
     pl.seed_everything(0)
     module = MultiAgentPPO(
-        MultiAgent(CategoricalPgAgent(hidden_sizes=[16], normalize_observation=True), share_parameters=share),
+        MultiAgent(CategoricalPgAgent(hidden_sizes=[16], normalize_observation=True), share_parameters=share,
+                   agent_id=False),
         SerialSampler(env_id=COOP_GRID_ID, batch_T=16, batch_B=2),
         total_env_steps=96, log_interval_steps=32, epochs=1, minibatches=1,
     )
