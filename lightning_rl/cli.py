@@ -458,8 +458,9 @@ def print_episode_table(module: Any, title: str) -> None:
 
 
 def check_env_command(argv: list[str]) -> int:
-    """``lightning-rl check-env <env_id> [--env_kwargs JSON]``: gymnasium's env checker plus
-    lightning_rl's rules (:mod:`lightning_rl.envs.check`) on one env; exit 0 when it passes
+    """``lightning-rl check-env <env_id> [--env_kwargs JSON]``: gymnasium's env checker (and
+    PettingZoo's API test for PettingZoo envs) plus lightning_rl's rules
+    (:mod:`lightning_rl.envs.check`) on one env; exit 0 when it passes
     (printing gymnasium's advice), 2 naming the broken rule."""
     import argparse
     import json
@@ -467,7 +468,8 @@ def check_env_command(argv: list[str]) -> int:
     from lightning_rl.envs.check import check_env
 
     parser = argparse.ArgumentParser(prog="lightning-rl check-env", description=check_env_command.__doc__)
-    parser.add_argument("env_id", help="a gymnasium id (CartPole-v1, HalfCheetah-v5), ALE/<Game>-v5, ...")
+    parser.add_argument("env_id", help="a gymnasium id (CartPole-v1, HalfCheetah-v5), ALE/<Game>-v5, a PettingZoo "
+                                           "import path (mpe2.simple_spread_v3, module:factory), ...")
     parser.add_argument("--env_kwargs", default="{}", help="constructor arguments as JSON (a dict)")
     options = parser.parse_args(argv)
     try:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import functools
 import importlib
+import importlib.util
 import keyword
 import re
 import types
@@ -90,8 +91,9 @@ def pettingzoo_factory(env_id: str) -> Callable[..., Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        hint = " (pip install 'lightning-rl[pettingzoo]' installs PettingZoo and mpe2)" if module_name.startswith(
-            ("mpe2", "pettingzoo")) else ""
+        top = module_name.split(".")[0]
+        missing = top in ("mpe2", "pettingzoo") and importlib.util.find_spec(top) is None
+        hint = " (pip install 'lightning-rl[pettingzoo]' installs PettingZoo and mpe2)" if missing else ""
         raise ValueError(
             f"make_env: cannot import module {module_name!r} of env_id={env_id!r}: {error}{hint}"
         ) from None
@@ -201,7 +203,9 @@ class PettingZooEnv(gymnasium.Env):
                 f"PettingZooEnv: env must be a PettingZoo ParallelEnv or AECEnv, got "
                 f"{type(env).__module__}.{type(env).__qualname__}"
             )
-        self.env = env
+        # Not named ``env``: wrapper-chain walkers (exact-resume state) stop at this adapter,
+        # whose get_state/set_state store the PettingZoo env.
+        self.parallel_env = env
         agents = list(env.possible_agents)
         _check_agent_ids(agents)
         self.agent_names: tuple[str, ...] = tuple(agents)
@@ -223,12 +227,12 @@ class PettingZooEnv(gymnasium.Env):
     def _state_space(self, include_state: bool | None) -> gymnasium.Space | None:
         if include_state is False:
             return None
-        space = getattr(self.env, "state_space", None)
+        space = getattr(self.parallel_env, "state_space", None)
         if isinstance(space, spaces.Box):
             return space
         try:
-            self.env.reset(seed=0)
-            state = np.asarray(self.env.state())
+            self.parallel_env.reset(seed=0)
+            state = np.asarray(self.parallel_env.state())
         except (NotImplementedError, AttributeError) as error:
             if include_state:
                 raise ValueError(f"PettingZooEnv: include_state=True, but the env has no state(): {error}") from None
@@ -251,13 +255,13 @@ class PettingZooEnv(gymnasium.Env):
                 out[a] = self._null[a]
         out[AGENT_MASK_KEY] = mask
         if self.include_state:
-            out[STATE_KEY] = np.asarray(self.env.state(), dtype=self._state_dtype)
+            out[STATE_KEY] = np.asarray(self.parallel_env.state(), dtype=self._state_dtype)
         return out
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
-        observations, _ = self.env.reset(seed=seed, options=options)
-        self._active = list(self.env.agents)
+        observations, _ = self.parallel_env.reset(seed=seed, options=options)
+        self._active = list(self.parallel_env.agents)
         return self._observation(observations), self._empty_info()
 
     def _empty_info(self) -> dict[str, Any]:
@@ -273,13 +277,13 @@ class PettingZooEnv(gymnasium.Env):
         if not self._active:
             raise ValueError("PettingZooEnv: step() after the episode ended (no agent is left); call reset()")
         acting = list(self._active)
-        observations, rewards, terminations, truncations, _ = self.env.step({a: action[a] for a in acting})
+        observations, rewards, terminations, truncations, _ = self.parallel_env.step({a: action[a] for a in acting})
         info = self._empty_info()
         for a in acting:
             info["agent_rewards"][a] = float(rewards.get(a, 0.0))
             info["agent_terminated"][a] = bool(terminations.get(a, False))
             info["agent_truncated"][a] = bool(truncations.get(a, False)) and not info["agent_terminated"][a]
-        self._active = list(self.env.agents)
+        self._active = list(self.parallel_env.agents)
         done = not self._active
         ended = [a for a in acting if info["agent_terminated"][a] or info["agent_truncated"][a]]
         terminated = done and all(info["agent_terminated"][a] for a in ended) and bool(ended)
@@ -289,10 +293,10 @@ class PettingZooEnv(gymnasium.Env):
 
     def render(self) -> Any:
         """The PettingZoo env's ``render()`` (as its ``render_mode`` says)."""
-        return self.env.render()
+        return self.parallel_env.render()
 
     def close(self) -> None:
-        self.env.close()
+        self.parallel_env.close()
 
     def get_state(self) -> dict[str, Any]:
         """The PettingZoo env's state as plain data, for exact resume (see :func:`object_state`).
@@ -300,7 +304,7 @@ class PettingZooEnv(gymnasium.Env):
         Raises:
             lightning_rl.safe_state.UnsafeStateError: If part of it cannot be stored as data.
         """
-        return {"env": object_state(self.env, "env"), "active": list(self._active), "np_random": self._np_random}
+        return {"env": object_state(self.parallel_env, "env"), "active": list(self._active), "np_random": self._np_random}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` into this env, built from the same id and arguments.
@@ -308,7 +312,7 @@ class PettingZooEnv(gymnasium.Env):
         Raises:
             ValueError: If the stored state does not fit this env's objects.
         """
-        load_object_state(self.env, state["env"], "env")
+        load_object_state(self.parallel_env, state["env"], "env")
         self._active = list(state["active"])
         if state.get("np_random") is not None:
             self._np_random = state["np_random"]
