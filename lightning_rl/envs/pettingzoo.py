@@ -304,7 +304,8 @@ class PettingZooEnv(gymnasium.Env):
         Raises:
             lightning_rl.safe_state.UnsafeStateError: If part of it cannot be stored as data.
         """
-        return {"env": object_state(self.parallel_env, "env"), "active": list(self._active), "np_random": self._np_random}
+        return {"env": object_state(self.parallel_env, "env"), "active": list(self._active),
+                "np_random": self._np_random}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` into this env, built from the same id and arguments.

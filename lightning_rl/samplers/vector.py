@@ -373,7 +373,8 @@ class VectorCollector:
         assert samples is not None  # None only for evaluation
         action = samples.agent.action[t]
         observation = samples.env.observation[t]
-        reward, raw_reward, terminated, truncated, done, traj_done, finals, info = self._step(_venv_action(action), sent)
+        stepped = self._step(_venv_action(action), sent)
+        reward, raw_reward, terminated, truncated, done, traj_done, finals, info = stepped
         samples.env.reward[t] = reward
         samples.env.done[t] = done
         samples.env.truncated[t] = truncated
