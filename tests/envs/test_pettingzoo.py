@@ -249,6 +249,12 @@ def test_masked_rows_count_in_no_loss_and_in_no_advantage():
     # (rows t = 0, 1 of both envs, then t = 6, 7: row-major order)
     np.testing.assert_allclose(batch.quitter.return_.numpy()[quitter > 0], np.tile([2.0, 2.0, 1.0, 1.0], 2))
     np.testing.assert_allclose(batch.runner.return_.numpy()[:, 0], np.tile(np.arange(6.0, 0.0, -1.0), 2), rtol=1e-6)
+    # Lambda 0: the return is r + V(next) unless the agent is done; the quitter is done at the
+    # step it leaves (t = 1, 7), so its return there is its reward alone, no value of an empty row.
+    dataset = module.make_dataset()
+    dataset.gae_lambda = 0.0
+    one_step = dataset.process_samples(module.sampler.samples)
+    np.testing.assert_allclose(one_step.quitter.return_.numpy()[[1, 7]], np.ones((2, 2)))
     # A loss on the masked rows alone is zero: scaling their advantages changes nothing.
     scrambled = batch._replace(quitter=batch.quitter._replace(
         advantage=batch.quitter.advantage + 100.0 * torch.from_numpy(1.0 - quitter).float()))
