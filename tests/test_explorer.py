@@ -117,7 +117,7 @@ def test_single_agent_trajectory_matches_a_hand_rolled_loop(lstm_size):
 @pytest.mark.parametrize("share", [False, True])
 def test_multi_agent_trajectory_matches_a_hand_rolled_loop(share):
     torch.manual_seed(0)
-    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=share)
+    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=share, agent_id=False)
     explorer = Explorer(SerialSampler(COOP_GRID_ID, batch_T=25, batch_B=2), agent, mode="eval", deterministic=True)
     trajectory = explorer.update()
     expected = hand_rolled(COOP_GRID_ID, 0, 2, 25, agent)

@@ -239,6 +239,9 @@ def test_masked_rows_count_in_no_loss_and_in_no_advantage():
         epochs=1, minibatches=1, total_env_steps=48, log_interval_steps=24,
     )
     module.setup("fit")
+    with torch.no_grad():  # every value nonzero, also of the zero observation of an agent that left
+        for p in module.agent.parameters():
+            p.fill_(0.05)
     batch = module.make_dataset().collect()
     # Episodes of 6 steps: the quitter acts at steps 0, 1 of each; the runner at all 6.
     quitter = np.tile([1, 1, 0, 0, 0, 0], 2)[:, None].repeat(2, axis=1)
