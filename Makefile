@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # Extra pytest arguments, e.g. make test PYTEST_ARGS="tests/test_cli.py -x"
 PYTEST_ARGS ?=
 
-.PHONY: setup run test check
+.PHONY: setup run test check docs docs-serve docs-check
 
 setup: $(STAMP)
 
@@ -32,3 +32,19 @@ test: $(STAMP)
 check: $(STAMP)
 	$(BIN)/python -m ruff check lightning_rl tests
 	$(BIN)/python -m mypy
+
+# The documentation site: `make docs` builds it into site/ in strict mode (a broken link, a missing
+# reference, a docstring warning or a public name without an API entry fails the build);
+# `make docs-serve` previews it on http://127.0.0.1:8000 and rebuilds on changes; `make docs-check`
+# loads the built pages in headless Chromium (Debian's chromium package), offline, and saves
+# screenshots to site-screenshots/.
+DOCS_ENV := DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1
+
+docs: $(STAMP)
+	$(DOCS_ENV) $(BIN)/python -m mkdocs build --strict
+
+docs-serve: $(STAMP)
+	$(DOCS_ENV) $(BIN)/python -m mkdocs serve --dev-addr 127.0.0.1:8000
+
+docs-check: docs
+	$(BIN)/python docs/_scripts/check_browser.py

@@ -299,7 +299,7 @@ class Explorer:
     Raises:
         ValueError: On a bad argument, naming it.
 
-    Example:
+    Examples:
         >>> from lightning_rl.agents import CategoricalPgAgent
         >>> from lightning_rl.samplers import SerialSampler
         >>> explorer = Explorer(SerialSampler("CartPole-v1", batch_T=16, batch_B=2), CategoricalPgAgent(), mode="test")

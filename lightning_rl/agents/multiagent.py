@@ -122,7 +122,7 @@ class MultiAgent(BaseAgent):
             pattern, sub-agents mix recurrent and feed-forward policies, a policy's agents have
             different spaces, or a centralised critic has no vector input.
 
-    Example:
+    Examples:
         >>> from lightning_rl.agents import CategoricalPgAgent
         >>> from lightning_rl.envs import make_env
         >>> agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)))

@@ -260,7 +260,7 @@ class CategoricalPgAgent(PgAgentBase):
             neither a scalar ``IntBox`` from 0 nor a 1-D ``IntBox``, or if the network ``model``
             builds is recurrent while the agent is not, the reverse, or of another LSTM size.
 
-    Example:
+    Examples:
         >>> from lightning_rl.envs.base import EnvSpaces
         >>> from lightning_rl.spaces import FloatBox, IntBox
         >>> agent = CategoricalPgAgent(hidden_sizes=(32, 32))

@@ -25,7 +25,13 @@ from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.algos.checkpointing import RLCheckpointIO, load_data, load_module_state, save_module_state
+from lightning_rl.algos.checkpointing import (
+    RLCheckpointIO,
+    load_data,
+    load_module_state,
+    save_before_stopping,
+    save_module_state,
+)
 from lightning_rl.algos.loading import module_from_config
 from lightning_rl.algos.off_policy import (
     AsyncShutdownCallback,
@@ -210,7 +216,7 @@ class RLModule(pl.LightningModule):
         if hasattr(dataset, "profiler"):
             # The dataset times its sections ("sampler/obtain", ...) with the Trainer's profiler.
             dataset.profiler = self.profiler
-        return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_keep_batch)
+        return rl_data_loader(dataset)
 
     @property
     def profiler(self) -> Profiler:
@@ -224,6 +230,8 @@ class RLModule(pl.LightningModule):
         callbacks: list[pl.Callback] = [EpisodeStatsCallback(), ThroughputCallback()]
         if self.replay_setup is not None and self.replay_setup.async_sampling:
             callbacks.append(AsyncShutdownCallback())
+        # Last of the module's callbacks, before every ModelCheckpoint (Lightning runs those last).
+        callbacks.append(EndOfIteration())
         return callbacks
 
     def val_dataloader(self) -> Any:
@@ -236,7 +244,7 @@ class RLModule(pl.LightningModule):
         """Evaluation episodes (``validate`` and ``test`` both run them, logged as ``eval/...``)."""
         from lightning_rl.callbacks.evaluation import EvaluationDataset
 
-        return DataLoader(EvaluationDataset(self), batch_size=None, num_workers=0, collate_fn=_keep_batch)
+        return rl_data_loader(EvaluationDataset(self))
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self.log_dict({k: float(v) for k, v in batch.items()}, batch_size=1)
@@ -339,15 +347,28 @@ class RLModule(pl.LightningModule):
         world = self.trainer.world_size if self._trainer is not None else 1
         return self.train_state.env_steps * world
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def end_of_iteration(self) -> None:
+        """After each sampler iteration's ``training_step``: the finite check, the LR schedulers'
+        step, the budget; when the run stops, the checkpoints of a stop in the middle of an epoch.
+
+        Called by :class:`EndOfIteration` before any ``ModelCheckpoint`` saves at the batch's end
+        (``every_n_train_steps``), so such a checkpoint holds the whole iteration (a LightningModule's
+        own ``on_train_batch_end`` runs after every callback's).
+        """
         self.check_finite_parameters()
         if self.lr_scheduler is not None:  # manual optimization: stepped here, once per iteration
             step_lr_schedulers(self.lr_schedulers())
         runner = None if self.replay_setup is None else self.replay_setup.async_runner
         if runner is not None:
             self.log_step_metrics(runner.metrics(self.train_state.updates))
+        trainer = self.trainer
+        # ModelCheckpoint names files by ``step`` (``{epoch}-{step}``): env steps, the x-axis, kept
+        # current at every iteration, so checkpoints saved within an epoch get names of their own.
+        trainer.callback_metrics["step"] = torch.tensor(float(self.global_env_steps))
         if self.budget_reached:
-            self.trainer.should_stop = True
+            trainer.should_stop = True
+        if trainer.should_stop:
+            save_before_stopping(trainer, self)
 
     def check_finite_parameters(self) -> None:
         """Raise ``FloatingPointError`` naming the parameters that hold a NaN or an infinity, after
@@ -394,5 +415,26 @@ class RLModule(pl.LightningModule):
             raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
 
 
+class EndOfIteration(pl.Callback):
+    """Calls :meth:`RLModule.end_of_iteration` at the end of every training batch."""
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        pl_module.end_of_iteration()
+
+
 def _keep_batch(batch: Any) -> Any:
     return batch
+
+
+def rl_data_loader(dataset: IterableDataset) -> DataLoader:
+    """``DataLoader(dataset, batch_size=None)`` in the training process, drawing nothing from the
+    global torch generator.
+
+    Every new DataLoader iterator draws a base seed (for worker processes, which lightning_rl never
+    uses) from its ``generator``, the global torch generator by default. A run resumed in the middle
+    of an epoch starts an iterator where the uninterrupted run did not, and that one draw would
+    shift every later action and minibatch; a generator of its own leaves the global one alone.
+    """
+    return DataLoader(
+        dataset, batch_size=None, num_workers=0, collate_fn=_keep_batch, generator=torch.Generator().manual_seed(0)
+    )

@@ -58,22 +58,23 @@ class WindowMean(Metric):
 
 
 def _compute(metric: Metric, world_size: int) -> torch.Tensor:
-    """``metric.compute()``; NaN (0 for a sum) without a call while a single process has no value yet.
+    """``metric.compute()``; in a single process NaN for a window without values.
 
-    Under DDP every rank computes (a collective), also a rank that finished no episode yet, whose
-    torchmetrics "compute before update" warning says nothing wrong: it is silenced there only.
+    Emptiness is read from the metric's values, not from its count of ``update`` calls, which a
+    checkpoint does not restore. Under DDP every rank computes (a collective), also a rank that
+    finished no episode yet, whose torchmetrics "compute before update" warning says nothing
+    wrong: it is silenced there only. Sums are 0 and the epoch's mean, max and min are computed
+    only after an episode (see :meth:`EpisodeStatsCallback.on_train_epoch_end`).
     """
     if world_size == 1:
         # Nothing to synchronize: the metric's own compute, without torchmetrics' sync wrapper
         # (a third of the cost, paid at every logged iteration).
-        if metric.update_count == 0:
-            return torch.tensor(0.0 if isinstance(metric, SumMetric) else float("nan"))
+        if isinstance(metric, WindowMean) and int(metric.count.sum()) == 0:
+            return torch.tensor(float("nan"))
         return type(metric).compute(metric)
-    if metric.update_count == 0:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*was called before the ``update`` method.*")
-            return metric.compute()
-    return metric.compute()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*was called before the ``update`` method.*")
+        return metric.compute()
 
 
 class EpisodeStatsCallback(pl.Callback):
@@ -114,6 +115,34 @@ class EpisodeStatsCallback(pl.Callback):
             self.epoch_return_max, self.epoch_return_min, self.episodes, self.epoch_episodes,
             *self.agent_return_mean.values(),
         )
+
+    _NAMES = (
+        "return_mean", "length_mean", "game_score_mean", "epoch_return_mean", "epoch_return_max",
+        "epoch_return_min", "episodes", "epoch_episodes",
+    )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The episode windows, the epoch's running statistics and the episode count, as tensors:
+        checkpoint state, so a resumed run logs what the uninterrupted run logs (a resume in the
+        middle of an epoch included)."""
+        state: dict[str, Any] = {"has_game_score": self._has_game_score}
+        for name, metric in zip(self._NAMES, self._metrics(), strict=True):
+            # Every state here is one tensor (no list states: these metrics do not concatenate).
+            states = metric.metric_state.items()
+            state[name] = {key: torch.as_tensor(value).detach().cpu().clone() for key, value in states}
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (a checkpoint of a version without it keeps empty windows)."""
+        self._has_game_score = bool(state_dict.get("has_game_score", False))
+        for name, metric in zip(self._NAMES, self._metrics(), strict=True):
+            stored = state_dict.get(name)
+            if stored is None:
+                continue
+            for key, value in stored.items():
+                current = getattr(metric, key)
+                setattr(metric, key, value.to(device=current.device, dtype=current.dtype))
+        self._last = None
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
         # Every rank knows the agent names from its agent, so all ranks compute the same metrics.

@@ -34,7 +34,7 @@ __all__ = [
 def join_keys(key1: str, key2: str, sep: str = "/") -> str:
     """Join two path parts with exactly one ``sep`` between them.
 
-    Example:
+    Examples:
         >>> join_keys("/agent1", "artifacts")
         '/agent1/artifacts'
         >>> join_keys("", "a")
@@ -54,7 +54,7 @@ def flatten_dict(dic: dict, sep: str = "/", prefix: str = "") -> dict[str, Any]:
     Returns:
         ``{path: leaf}`` in depth-first key order.
 
-    Example:
+    Examples:
         >>> flatten_dict({"a": 1, "b": {"c": 1, "d": {"e": 2, "f": 3}}})
         {'/a': 1, '/b/c': 1, '/b/d/e': 2, '/b/d/f': 3}
     """
@@ -74,7 +74,7 @@ def unflatten_dict(dic: dict[str, Any], sep: str = "/") -> dict:
     Raises:
         ValueError: If a key does not start with ``sep``, or a path runs through a leaf.
 
-    Example:
+    Examples:
         >>> unflatten_dict({"/a": 1, "/b/c": 1, "/b/d/e": 2, "/b/d/f": 3})
         {'a': 1, 'b': {'c': 1, 'd': {'e': 2, 'f': 3}}}
     """
@@ -102,7 +102,7 @@ def nonify(element: Any) -> Any:
     Raises:
         ValueError: If ``element`` contains a dict.
 
-    Example:
+    Examples:
         >>> nonify([(1, 2, 3), (1, 2, 4, 5, [-1, -2])])
         [(None, None, None), (None, None, None, None, [None, None])]
     """
@@ -131,7 +131,7 @@ def update_dict_of_lists(dic: dict[str, list], item: dict[str, Any], index: int 
     Returns:
         ``dic``.
 
-    Example:
+    Examples:
         >>> dic = {"a": [1, 2, 3], "c": [[-1, -2], [-3, -4]]}
         >>> update_dict_of_lists(dic, {"a": 4, "b": [1, 2]}, index=3)
         {'a': [1, 2, 3, 4], 'c': [[-1, -2], [-3, -4]], 'b': [[None, None], [None, None], [None, None], [1, 2]]}
@@ -159,7 +159,7 @@ def complete_dict_of_list(dic: dict[str, list], length: int) -> dict[str, list]:
     Raises:
         ValueError: If ``dic`` is not a dict or a value is not a list.
 
-    Example:
+    Examples:
         >>> dic = {"a": [1, 2, 3, 4], "c": [[-1, -2], [-3, -4]]}
         >>> complete_dict_of_list(dic, 4)
         {'a': [1, 2, 3, 4], 'c': [[-1, -2], [-3, -4], [None, None], [None, None]]}
@@ -182,7 +182,7 @@ def convert_time_to_batch_major(episode: dict[str, Any]) -> dict[str, np.ndarray
     Raises:
         ValueError: If an entry has fewer than two dims.
 
-    Example:
+    Examples:
         >>> out = convert_time_to_batch_major({"key1": [[[1], [2]], [[3], [4]], [[5], [6]]]})
         >>> out["key1"][:, :, 0]
         array([[1., 3., 5.],
@@ -202,7 +202,7 @@ def convert_time_to_batch_major(episode: dict[str, Any]) -> dict[str, np.ndarray
 def extract_keywise(dic: dict[str, dict], key: Any) -> dict[str, Any]:
     """Pick ``key`` from each first-level entry: ``{name: dic[name][key]}``.
 
-    Example:
+    Examples:
         >>> dic = {"agent1": {"a": [1, 2], "b": {"c": 2}}, "agent2": {"a": [3, 4], "b": {"c": 9}}}
         >>> extract_keywise(dic, "a")
         {'agent1': [1, 2], 'agent2': [3, 4]}
@@ -218,7 +218,7 @@ def dict_of_lists_to_list_of_dicts(dic: dict[str, Any], num: int) -> list[dict[s
     Raises:
         ValueError: If ``num`` is negative or larger than some entry.
 
-    Example:
+    Examples:
         >>> dict_of_lists_to_list_of_dicts({"a1": ([1, 2], [3, 4]), "a2": ([9], [8])}, 2)
         [{'a1': [1, 2], 'a2': [9]}, {'a1': [3, 4], 'a2': [8]}]
     """
@@ -243,7 +243,7 @@ def list_of_dicts_to_flattened_dict_of_lists(List: list[dict] | dict, length: in
     Returns:
         The flattened dict of lists.
 
-    Example:
+    Examples:
         >>> steps = [{"a": {"f": [1, 2]}, "info": [10, 20]}, {"a": {"f": [3, 4]}, "step": [80, 90]}]
         >>> list_of_dicts_to_flattened_dict_of_lists(steps, 2)
         {'/a/f': [[1, 2], [3, 4]], '/info': [[10, 20], [None, None]], '/step': [[None, None], [80, 90]]}
@@ -277,7 +277,7 @@ def nat_to_flat_dict(nat: Any, prefix: str = "") -> dict[str, Any]:
     Raises:
         ValueError: If ``nat`` is not a namedtuple-like structure.
 
-    Example:
+    Examples:
         >>> from lightning_rl.data import namedarraytuple
         >>> Step = namedarraytuple("Step", ["obs", "info"])
         >>> Info = namedarraytuple("Info", ["truncated"])

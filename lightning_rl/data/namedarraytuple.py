@@ -249,7 +249,7 @@ else:
 class NamedArrayTupleBase(_NatBase, metaclass=_NamedArrayTupleMeta):
     """Declare a namedarraytuple with class syntax, so IDEs and type checkers see its fields.
 
-    Example:
+    Examples:
         >>> class Transition(NamedArrayTupleBase):
         ...     observation: Any
         ...     reward: Any

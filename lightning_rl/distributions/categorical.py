@@ -30,7 +30,7 @@ class Categorical(DiscreteMixin, Distribution):
         dtype: dtype of sampled indexes.
         onehot_dtype: Default dtype of :meth:`to_onehot`.
 
-    Example:
+    Examples:
         >>> dist = Categorical(dim=3)
         >>> info = DistInfo(prob=torch.tensor([[0.2, 0.3, 0.5]]))
         >>> dist.sample(info).shape

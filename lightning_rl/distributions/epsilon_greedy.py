@@ -24,7 +24,7 @@ class EpsilonGreedy(DiscreteMixin, Distribution):
         dtype: dtype of sampled actions.
         onehot_dtype: Default dtype of :meth:`to_onehot`.
 
-    Example:
+    Examples:
         >>> dist = EpsilonGreedy(dim=4, epsilon=0.0)
         >>> dist.sample(torch.tensor([[0.0, 2.0, 1.0, 0.0]]))
         tensor([1])

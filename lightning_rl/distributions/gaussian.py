@@ -81,7 +81,7 @@ class Gaussian(Distribution):
         ValueError: On a non-positive ``dim``, ``std``, ``clip``, ``noise_clip``, ``min_std``,
             ``max_std`` or ``squash``, or ``min_std > max_std``.
 
-    Example:
+    Examples:
         >>> dist = Gaussian(dim=2, squash=1.0)
         >>> info = DistInfoStd(mean=torch.zeros(5, 2), log_std=torch.zeros(5, 2))
         >>> action, logli = dist.sample_loglikelihood(info)

@@ -48,7 +48,7 @@ class MultiCategorical(Distribution):
         ValueError: If ``nvec`` is not a non-empty 1-D sequence of positive ints, or ``low`` is
             not an int or ``D`` ints.
 
-    Example:
+    Examples:
         >>> dist = MultiCategorical(nvec=[2, 3])
         >>> info = DistInfo(prob=torch.tensor([[0.5, 0.5, 0.2, 0.3, 0.5]]))
         >>> dist.sample(info).shape
@@ -170,7 +170,7 @@ class Bernoulli(Distribution):
     Raises:
         ValueError: If ``dim`` is not a positive int.
 
-    Example:
+    Examples:
         >>> dist = Bernoulli(dim=3)
         >>> dist.mode(DistInfo(prob=torch.tensor([0.9, 0.2, 0.6])))
         tensor([1, 0, 1])

@@ -148,7 +148,7 @@ class GymEnvWrapper(Env):
         env: The gymnasium env (with its wrappers, e.g. ``TimeLimit``).
         force_float32: Present float observations and actions as float32.
 
-    Example:
+    Examples:
         >>> env = GymEnvWrapper(gymnasium.make("CartPole-v1", max_episode_steps=5))
         >>> env.seed(0)
         >>> obs = env.reset()

@@ -170,7 +170,7 @@ def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None 
         ValueError: If the id is unknown to gymnasium and ale-py, or the callable returns
             something that is not an env.
 
-    Example:
+    Examples:
         >>> env = make_env("CartPole-v1", seed=0, max_episode_steps=100)
         >>> env.horizon
         100

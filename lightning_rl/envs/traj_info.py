@@ -22,7 +22,7 @@ class TrajInfo(AttrDict):
     Args:
         discount: Discount factor for ``DiscountedReturn = sum_t discount**t * reward_t``.
 
-    Example:
+    Examples:
         >>> info = TrajInfo(discount=0.5)
         >>> for r in (1.0, 0.0, 2.0):
         ...     info.step(None, None, r, False, None, None)

@@ -37,7 +37,7 @@ class MemoryQueue:
     Raises:
         ValueError: If ``capacity`` is below 1.
 
-    Example:
+    Examples:
         >>> memory = MemoryQueue(capacity=4)
         >>> memory.store({"/rewards": np.ones((2, 3, 1), np.float32)})
         >>> memory.store({"/rewards": np.zeros((2, 3, 1), np.float32)})

@@ -58,7 +58,7 @@ class MlpModel(nn.Module):
             nonlinearity) is the output, or the input itself when there are no hidden layers.
         nonlinearity: Module class applied after every hidden layer.
 
-    Example:
+    Examples:
         >>> MlpModel(4, [64, 64], 2)(torch.zeros(8, 4)).shape
         torch.Size([8, 2])
     """

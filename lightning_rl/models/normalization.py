@@ -23,7 +23,7 @@ class RunningMeanStdModel(nn.Module):
         clip: Normalized values are clipped to ``[-clip, clip]``; None for no clipping.
         var_clip: Lower bound on the variance in the forward pass (avoids dividing by ~0).
 
-    Example:
+    Examples:
         >>> rms = RunningMeanStdModel((3,))
         >>> rms.update(torch.randn(100, 3))
         >>> rms(torch.zeros(3)).shape

@@ -77,7 +77,7 @@ class ReplayBuffer:
     Raises:
         ValueError: On an invalid argument (the message names it).
 
-    Example:
+    Examples:
         >>> replay = ReplayBuffer(example, size=100_000, B=8, n_step_return=3, prioritized=True)
         >>> replay.append_samples(samples)          # [T_in, 8] from the sampler
         >>> batch = replay.sample_batch(32)         # SamplesFromReplay of torch tensors

@@ -56,7 +56,7 @@ class RWLock:
             raises to give up waiting (e.g. when the process on the other side died holding the
             lock). Set per process; None (the default) waits without limit.
 
-    Example:
+    Examples:
         >>> lock = RWLock()
         >>> with lock.read():
         ...     pass

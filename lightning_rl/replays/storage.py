@@ -175,10 +175,14 @@ class ReplayStorage:
         return (c0 + np.arange(T_in)) % self.T
 
     def mark_boundary(self) -> None:
-        """Set ``done`` (and ``truncated``, when stored) on the newest row of every env.
+        """Set ``done`` (and ``truncated``, when stored) on the newest row of every env, and cut the
+        n-step targets that reach past it.
 
-        N-step targets of the newest rows are computed only once later rows arrive, so they will
-        stop at this row; targets computed already never reach past it.
+        The target of row ``t`` is computed once its window's rows ``t .. t + n - 1`` are stored,
+        and bootstraps from row ``t + n``. So the one computed target whose window ends at the
+        newest row would bootstrap from the first row appended after the boundary (another
+        episode): it is computed again, and stops at the boundary as at a time limit. The targets
+        of the rows after it are computed once later rows arrive, and stop there too.
         """
         if self.rows_written == 0:
             return
@@ -186,6 +190,12 @@ class ReplayStorage:
         self.buffers["done"][newest] = True
         if self.truncated is not None:
             self.truncated[newest] = True
+        n = self.n_step_return
+        if self.rows_written >= n:
+            compute_n_step_targets(
+                self.buffers["reward"], self.buffers["done"], self.truncated, np.array([(newest - n + 1) % self.T]), n,
+                self.discount, self.return_, self.done_n, self.truncated_n, self.n_steps,
+            )
 
     def _check_samples(self, samples: Any) -> None:
         """Raise ValueError before anything is written if ``samples`` cannot be appended."""

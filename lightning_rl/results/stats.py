@@ -67,7 +67,7 @@ def mean(scores: np.ndarray | list[float] | list[list[float]]) -> float:
 def iqm(scores: np.ndarray | list[float] | list[list[float]]) -> float:
     """The interquartile mean of all scores (runs x tasks together), rliable's definition (module docstring).
 
-    Example:
+    Examples:
         ``iqm([1, 2, 3, 4, 100])``: 5 scores, ``floor(5 / 4) = 1`` dropped at each end, mean of 2, 3, 4 = 3.0.
 
     Raises:

@@ -239,6 +239,8 @@ class VectorCollector:
             rngs: One generator per copy (step counts; copy 0's also seeds the random actions).
         """
         obs, info = self._call("reset", self.venv.reset, seed=seeds)
+        if seeds is not None:
+            self._seed_spaces(seeds)
         sb = self.step_buffer
         sb.observation[:] = self._observation(obs)
         sb.prev_action[:] = 0
@@ -259,6 +261,21 @@ class VectorCollector:
                 self._step(_venv_action(space.sample()))
         self._reset_stats(np.ones(self.n, dtype=bool))
         self.traj_infos = [self.traj_info_factory() for _ in range(self.n)]
+
+    def _seed_spaces(self, seeds: Any) -> None:
+        """Seed the vector env's spaces from the copies' seeds.
+
+        gymnasium's vector envs seed their batched spaces from the single ones, whose generators
+        are seeded from OS entropy when first read: a wrapper that samples from a space would make
+        two runs with the same seed differ, and the checkpoints of the same run would too.
+        """
+        first = int(np.asarray(seeds).reshape(-1)[0])
+        venv = self.venv
+        for i, name in enumerate(("single_action_space", "action_space", "single_observation_space",
+                                  "observation_space")):
+            space = getattr(venv, name, None)
+            if space is not None and hasattr(space, "seed"):
+                space.seed(int(np.random.SeedSequence([first, i]).generate_state(1)[0]))
 
     def _read_lives(self, info: dict[str, Any], mask: np.ndarray) -> None:
         if self.atari is not None:
@@ -467,6 +484,12 @@ class VectorSampler(BaseSampler):
     also a :class:`~lightning_rl.samplers.errors.SamplerWorkerError`, naming the backend and the
     call, and the sampler is shut down.
 
+    The arguments not listed under Args are :class:`~lightning_rl.samplers.base.BaseSampler`'s;
+    with the ``ale`` and ``envpool`` backends ``n_workers`` is the number of emulator threads
+    (default: the library's, one per env up to the CPU count; with ``overlap``, per half, default
+    ``max(1, (CPUs - 1) // 2)``). ``collector`` must be ``"reset"`` (copies of a vector env cannot
+    wait); ``cpu_affinity`` and ``step_timeout`` are not used.
+
     Args:
         backend: ``"auto"``, ``"gymnasium"``, ``"ale"``, ``"envpool"``, ``"sync"`` or ``"async"`` (module
             docstring). ``"auto"`` is resolved here: :attr:`backend` holds the one chosen.
@@ -481,11 +504,6 @@ class VectorSampler(BaseSampler):
             :class:`~lightning_rl.samplers.alternating.AlternatingSampler`; recurrent agents are
             refused (their state is per env of a whole batch). Training only: evaluation steps
             its envs together.
-        **BaseSampler arguments**: As :class:`~lightning_rl.samplers.base.BaseSampler`; with the
-            ``ale`` and ``envpool`` backends ``n_workers`` is the number of emulator threads (default: the library's,
-            one per env up to the CPU count; with ``overlap``, per half, default
-            ``max(1, (CPUs - 1) // 2)``). ``collector`` must be ``"reset"`` (copies of a
-            vector env cannot wait); ``cpu_affinity`` and ``step_timeout`` are not used.
 
     Raises:
         ValueError: On a bad argument (naming it), or a vector env whose spaces differ from

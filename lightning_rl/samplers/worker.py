@@ -7,13 +7,15 @@ inside the child, then waits for commands.
 
 Protocol (main process <-> worker ``w``):
 
-* ``go[w]``: the main process released a command (``COLLECT``, ``EVALUATE`` or ``QUIT``) whose
-  code and iteration are in shared values.
+* ``go[w]``: the main process released a command (``COLLECT``, ``EVALUATE``, ``SAVE_STATE``,
+  ``LOAD_STATE`` or ``QUIT``) whose code and iteration are in shared values.
 * Acting workers (CPU sampler) run the whole batch themselves and report on the queue.
 * Serving workers (GPU and alternating samplers) release ``obs_ready[w]`` whenever their
   observations are in the step buffer and wait on ``act_ready[w]`` for the actions.
 * Everything a worker reports (ready, finished batch with its TrajInfos, eval episodes, errors)
-  goes through one ``multiprocessing.Queue``; nothing large crosses it.
+  goes through one ``multiprocessing.Queue``; nothing large crosses it per step. The envs' state
+  for a checkpoint crosses it on ``SAVE_STATE``, and goes back through the worker's own
+  ``inbox`` pipe on ``LOAD_STATE`` (:mod:`lightning_rl.samplers.worker_state`).
 
 The main process never blocks without a timeout: every wait polls the workers' exit codes, the
 queue and the workers' env-call stamps, so within a fraction of a second (reliability rows 7-9)
@@ -50,6 +52,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
+from pytorch_lightning.utilities import rank_zero_warn
 
 from lightning_rl.samplers.base import (
     BaseSampler,
@@ -78,11 +81,13 @@ from lightning_rl.samplers.errors import (
     remote_exception,
 )
 from lightning_rl.samplers.serial import make_collector
+from lightning_rl.samplers.worker_state import load_worker_state, worker_state
 
 __all__ = ["ParallelSamplerBase", "WorkerPool", "WorkerSpec"]
 
-QUIT, COLLECT, EVALUATE = 0, 1, 2
-COMMAND_NAMES = {QUIT: "quit", COLLECT: "collect", EVALUATE: "evaluate"}
+QUIT, COLLECT, EVALUATE, SAVE_STATE, LOAD_STATE = 0, 1, 2, 3, 4
+COMMAND_NAMES = {QUIT: "quit", COLLECT: "collect", EVALUATE: "evaluate", SAVE_STATE: "save state",
+                 LOAD_STATE: "load state"}
 #: What a worker is calling on one of its envs (``_Sync.busy_what`` holds ``8 * env + 2 * call + evaluation``).
 CONSTRUCTION, STEP, RESET = 0, 1, 2
 CALL_NAMES = ("construction", "step()", "reset()")
@@ -139,6 +144,8 @@ class _Sync:
         self.obs_ready = [ctx.Semaphore(0) for _ in range(n_workers)]
         self.act_ready = [ctx.Semaphore(0) for _ in range(n_workers)]
         self.queue = ctx.Queue()
+        # Checkpointed state going to each worker (LOAD_STATE): only when a run resumes.
+        self.inbox = [ctx.SimpleQueue() for _ in range(n_workers)]
         # Per worker: when (time.monotonic(), one clock for all processes) its current env
         # step() or reset() began, 0 when it is in none; and which env and call that is.
         self.busy_since = ctx.RawArray("d", n_workers)
@@ -366,6 +373,8 @@ class WorkerPool:
             p.close()
         sync.queue.close()
         sync.queue.join_thread()
+        for inbox in sync.inbox:
+            inbox.close()
 
 
 class _Group(NamedTuple):
@@ -545,6 +554,58 @@ class ParallelSamplerBase(BaseSampler):
                 raise RuntimeError(f"sampler protocol error: unexpected {kind!r} report during evaluation")
         self._busy = False
         return completed[:limit]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counters and every worker's state (:func:`~lightning_rl.samplers.worker_state.worker_state`:
+        envs, collector, generators, acting agent), as plain data, so a resumed run continues every
+        episode exactly. When some env holds state that cannot be stored, or the workers are
+        stopped or in the middle of a batch, only the counters (``env_state_missing`` says why):
+        a resumed run then starts new episodes."""
+        state = super().state_dict()
+        if not self.initialized:
+            return state
+        if self.closed or self._busy:
+            state["env_state_missing"] = ["the sampler's workers are stopped or in the middle of a batch"]
+            return state
+        self._begin("state_dict")
+        self.pool.command(SAVE_STATE)
+        workers = self.pool.gather("state")
+        self._busy = False
+        missing = sorted({name for w in workers for name in w.get("missing", [])})
+        if missing:
+            state["env_state_missing"] = missing
+        else:
+            state["workers"] = workers
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` into an initialized sampler built with the same arguments;
+        without stored worker state only the counters (the envs play on from their own reset, a
+        new episode each, with a warning naming what could not be stored).
+
+        Raises:
+            ValueError: If the state is for another number of workers or envs per worker.
+        """
+        super().load_state_dict(state)
+        if "workers" not in state:
+            if state.get("env_state_missing"):
+                rank_zero_warn(f"{type(self).__name__}: the checkpoint holds no env state "
+                               f"({', '.join(state['env_state_missing'])}); the envs start new episodes")
+            return
+        workers = state["workers"]
+        sizes = [len(w["envs"]) for w in workers]
+        own = [spec.env_slice.stop - spec.env_slice.start for spec in self.pool.specs]
+        if sizes != own:
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: the state holds {len(sizes)} workers with {sizes} envs, "
+                f"this sampler has {len(own)} with {own} (n_workers and batch_B must match the checkpoint's)"
+            )
+        self._begin("load_state_dict")
+        self.pool.command(LOAD_STATE)
+        for w, payload in enumerate(workers):
+            self._sync.inbox[w].put(payload)
+        self.pool.gather("loaded")
+        self._busy = False
 
     def _serve_batch(self) -> None:
         """Act for every group at every step while the workers step the envs."""
@@ -819,6 +880,11 @@ class _Worker:
                 else:
                     self._evaluate_served()
                 sync.queue.put(("eval_done", w, None))
+            elif command == SAVE_STATE:
+                sync.queue.put(("state", w, worker_state(self)))
+            elif command == LOAD_STATE:
+                load_worker_state(self, sync.inbox[w].get())
+                sync.queue.put(("loaded", w, None))
 
     def _wait(self, sem: Any) -> None:
         while not sem.acquire(timeout=WORKER_POLL_S):

@@ -26,7 +26,7 @@ class FloatBox(Space):
         low: Lower bounds, an array of the element shape and dtype.
         high: Upper bounds, likewise.
 
-    Example:
+    Examples:
         >>> FloatBox(-1.0, 1.0, shape=(3,)).shape
         (3,)
         >>> FloatBox(np.array([-1.0, -2.0]), np.array([2.0, 4.0])).high

@@ -42,7 +42,7 @@ class IntBox(Space):
         low: Lower bound, an ``int`` if given as a scalar, else an int64 array of the element shape.
         high: Upper bound (exclusive), the same way.
 
-    Example:
+    Examples:
         >>> IntBox(0, 6).n
         6
         >>> IntBox(0, np.array([3, 5])).shape

@@ -1,9 +1,9 @@
-"""A save in the middle of episodes resumes either with the envs exactly where they were (the
-serial sampler stores their state as data) or, when that is impossible (a parallel sampler's
-workers, an env holding state that is not data), with an explicit boundary: the replay's last
-pre-save row of every env is ``done`` and ``truncated``, so no n-step window, frame stack or
-sequence links a pre-save observation to a post-resume one, and no episode statistic merges two
-episodes."""
+"""A save in the middle of episodes resumes either with the envs exactly where they were (the serial
+sampler and the parallel samplers' workers store their state as data) or, when that is impossible
+(an env holding state that is not data), with an explicit boundary: the replay's last pre-save row
+of every env is ``done`` and ``truncated``, and every n-step target that would reach past it is
+cut there, so no n-step window, bootstrap, frame stack or sequence links a pre-save observation to
+a post-resume one, and no episode statistic merges two episodes."""
 
 from __future__ import annotations
 
@@ -55,12 +55,16 @@ def locked_clock_env() -> gymnasium.Env:
     return ClockEnv(lock=True)
 
 
+#: n of the n-step targets: windows of three rows, so targets computed before the save reach it.
+N_STEP = 3
+
+
 def sac(sampler_cls: type, env_fn: Any) -> SAC:
     workers = {"n_workers": 1} if sampler_cls is CpuSampler else {}
     sampler = sampler_cls(env_id=env_fn, batch_T=8, batch_B=2, **workers)
     agent = SacAgent(hidden_sizes=[16], q_hidden_sizes=[16])
     return SAC(agent, sampler, batch_size=16, replay_size=1000, replay_ratio=8, min_steps_learn=16,
-               total_env_steps=10_000, log_interval_steps=16)
+               n_step_return=N_STEP, total_env_steps=10_000, log_interval_steps=16)
 
 
 def observations(module: SAC) -> np.ndarray:
@@ -79,21 +83,20 @@ def run_and_resume(tmp_path, sampler_cls: type, env_fn: Any) -> tuple[SAC, SAC]:
     return first, resumed
 
 
-def test_serial_sampler_continues_the_episodes(tmp_path):
-    _, resumed = run_and_resume(tmp_path, SerialSampler, clock_env)
+@pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler])
+def test_samplers_continue_the_episodes(tmp_path, sampler_cls):
+    _, resumed = run_and_resume(tmp_path, sampler_cls, clock_env)
     obs = observations(resumed)
     # 40 steps per env, one unbroken episode: t = 0..39, no boundary at the save (row 24).
     np.testing.assert_allclose(obs[:, 0], np.arange(40) / 100, atol=1e-6)
     assert not np.asarray(resumed.replay.storage.arrays()["samples.done"]).any()
 
 
-@pytest.mark.parametrize("sampler_cls, env_fn", [(SerialSampler, locked_clock_env), (CpuSampler, clock_env)])
-def test_restarted_envs_start_after_an_explicit_boundary(tmp_path, sampler_cls, env_fn):
-    if sampler_cls is SerialSampler:
-        with pytest.warns(UserWarning, match=r"no env state \(ClockEnv.lock \(lock\) cannot be stored"):
-            first, resumed = run_and_resume(tmp_path, sampler_cls, env_fn)
-    else:
-        first, resumed = run_and_resume(tmp_path, sampler_cls, env_fn)
+@pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler])
+def test_restarted_envs_start_after_an_explicit_boundary(tmp_path, sampler_cls):
+    name = sampler_cls.__name__
+    with pytest.warns(UserWarning, match=rf"{name}: the checkpoint holds no env state \(ClockEnv.lock \(lock\)"):
+        first, resumed = run_and_resume(tmp_path, sampler_cls, locked_clock_env)
     arrays = resumed.replay.storage.arrays()
     obs = observations(resumed)
     done, truncated = np.asarray(arrays["samples.done"]), np.asarray(arrays["samples.truncated"])
@@ -103,11 +106,19 @@ def test_restarted_envs_start_after_an_explicit_boundary(tmp_path, sampler_cls, 
     # The boundary: the last pre-save row ends every env's stream, as a time limit would.
     assert done[23].all() and truncated[23].all()
     assert not done[:23].any() and not done[24:].any()
-    # No n-step target reaches across it: rows before stop at row 23 (truncated, bootstrapping
-    # from its own observation), none adds a reward of a post-resume row.
+    # The 3-step targets, by hand (reward 1 per step, discount 0.99): rows 0..20 sum three rewards
+    # and bootstrap three rows on, inside the pre-save rows; row 21's window ends at the boundary
+    # row, whose step is cut (its reward is not counted): two rewards, bootstrapping from row 23's
+    # observation; row 22: one reward; row 23 is the cut step itself (never replayed).
     n_steps, return_ = np.asarray(arrays["n_steps"]), np.asarray(arrays["return_"])
-    assert (n_steps[:24] + np.arange(24)[:, None] <= 24).all()
-    assert return_[:24].max() <= n_steps[:24].max()
+    done_n, truncated_n = np.asarray(arrays["done_n"]), np.asarray(arrays["truncated_n"])
+    assert (n_steps[:21] == 3).all() and not truncated_n[:21].any()
+    np.testing.assert_allclose(return_[:21], 1 + 0.99 + 0.99**2, rtol=1e-6)
+    assert (n_steps[21:24].T == [2, 1, 0]).all(), n_steps[21:24]
+    assert truncated_n[21:24].all() and not done_n[:24].any()
+    np.testing.assert_allclose(return_[21:24].T, [[1.99, 1.0, 0.0]] * 2, rtol=1e-6)
+    # No bootstrap row past the boundary.
+    assert (np.arange(24)[:, None] + n_steps[:24] <= 23).all()
 
 
 def test_sampled_transitions_never_pair_a_pre_save_observation_with_a_post_resume_one(tmp_path):
