@@ -77,6 +77,17 @@ def _compute(metric: Metric, world_size: int) -> torch.Tensor:
         return metric.compute()
 
 
+def _metric_state(metric: Metric) -> dict[str, torch.Tensor]:
+    # Every state here is one tensor (no list states: these metrics do not concatenate).
+    return {key: torch.as_tensor(value).detach().cpu().clone() for key, value in metric.metric_state.items()}
+
+
+def _load_metric_state(metric: Metric, stored: dict[str, torch.Tensor]) -> None:
+    for key, value in stored.items():
+        current = getattr(metric, key)
+        setattr(metric, key, value.to(device=current.device, dtype=current.dtype))
+
+
 class EpisodeStatsCallback(pl.Callback):
     """Logs ``train/return_mean`` (over the last ``window`` episodes), min/max/length per epoch.
 
@@ -109,12 +120,14 @@ class EpisodeStatsCallback(pl.Callback):
         # kept until then (under DDP every rank computes every time, a collective).
         self._last: dict[str, float] | None = None
 
-    def _metrics(self) -> tuple[Metric, ...]:
+    def _base_metrics(self) -> tuple[Metric, ...]:
         return (
             self.return_mean, self.length_mean, self.game_score_mean, self.epoch_return_mean,
             self.epoch_return_max, self.epoch_return_min, self.episodes, self.epoch_episodes,
-            *self.agent_return_mean.values(),
         )
+
+    def _metrics(self) -> tuple[Metric, ...]:
+        return (*self._base_metrics(), *self.agent_return_mean.values())
 
     _NAMES = (
         "return_mean", "length_mean", "game_score_mean", "epoch_return_mean", "epoch_return_max",
@@ -126,22 +139,22 @@ class EpisodeStatsCallback(pl.Callback):
         checkpoint state, so a resumed run logs what the uninterrupted run logs (a resume in the
         middle of an epoch included)."""
         state: dict[str, Any] = {"has_game_score": self._has_game_score}
-        for name, metric in zip(self._NAMES, self._metrics(), strict=True):
-            # Every state here is one tensor (no list states: these metrics do not concatenate).
-            states = metric.metric_state.items()
-            state[name] = {key: torch.as_tensor(value).detach().cpu().clone() for key, value in states}
+        for name, metric in zip(self._NAMES, self._base_metrics(), strict=True):
+            state[name] = _metric_state(metric)
+        if self.agent_return_mean:
+            state["agent_return_mean"] = {n: _metric_state(m) for n, m in self.agent_return_mean.items()}
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (a checkpoint of a version without it keeps empty windows)."""
         self._has_game_score = bool(state_dict.get("has_game_score", False))
-        for name, metric in zip(self._NAMES, self._metrics(), strict=True):
+        for name, metric in zip(self._NAMES, self._base_metrics(), strict=True):
             stored = state_dict.get(name)
-            if stored is None:
-                continue
-            for key, value in stored.items():
-                current = getattr(metric, key)
-                setattr(metric, key, value.to(device=current.device, dtype=current.dtype))
+            if stored is not None:
+                _load_metric_state(metric, stored)
+        for name, stored in state_dict.get("agent_return_mean", {}).items():
+            # Restored before on_fit_start, which keeps the windows of the agents it finds here.
+            _load_metric_state(self.agent_return_mean.setdefault(name, WindowMean(self.window)), stored)
         self._last = None
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:

@@ -102,7 +102,11 @@ class AtariTrajInfo(TrajInfo):
 class MultiAgentTrajInfo(TrajInfo):
     """:class:`TrajInfo` plus ``AgentReturns``: each agent's return by name, summed from the env's
     ``env_info.agent_rewards`` (the multi-agent convention of :mod:`lightning_rl.envs.multiagent`);
-    empty for an env without it. ``Return`` stays the env's reward summed (the team return)."""
+    empty for an env without it. ``Return`` stays the env's reward summed (the team return).
+
+    Args:
+        discount: Discount factor of ``DiscountedReturn`` (see :class:`TrajInfo`).
+    """
 
     def __init__(self, discount: float = 0.99) -> None:
         super().__init__(discount=discount)
