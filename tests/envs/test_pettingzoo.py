@@ -435,3 +435,23 @@ def test_trajectories_are_keyed_by_agent_id():
         assert trajectory[f"/observations/{name}"].shape == (2, 6, 12)
         assert f"/infos/agent_rewards/{name}" in trajectory
     assert trajectory["/observations/state"].shape == (2, 6, 24)
+
+
+def test_per_agent_return_windows_are_checkpoint_state():
+    from lightning_rl.callbacks.episode_stats import EpisodeStatsCallback
+
+    callback = EpisodeStatsCallback(window=3)
+    callback.agent_return_mean = {"runner": callback.return_mean.__class__(3)}
+    callback.agent_return_mean["runner"].update(torch.tensor([6.0, 4.0, 2.0, 1.0]))  # the last 3: mean 7 / 3
+    restored = EpisodeStatsCallback(window=3)
+    restored.load_state_dict(torch.load(_saved(callback.state_dict()), weights_only=True))
+    assert float(restored.agent_return_mean["runner"].compute()) == pytest.approx(7.0 / 3.0)
+
+
+def _saved(state):
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return buffer
