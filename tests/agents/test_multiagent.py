@@ -227,7 +227,8 @@ def test_a_shared_policy_tells_alike_agents_apart_by_a_one_hot():
     for i, name in enumerate(NAMES):
         onehot = np.zeros((3, 2), dtype=np.float32)
         onehot[:, i] = 1
-        by_hand = shared.value(np.concatenate([getattr(observation, name), onehot], 1), prev_action.agent_0, prev_reward)
+        with_id = np.concatenate([getattr(observation, name), onehot], 1)
+        by_hand = shared.value(with_id, prev_action.agent_0, prev_reward)
         torch.testing.assert_close(getattr(values, name), by_hand)
     assert not torch.allclose(values.agent_0, values.agent_1)  # same view, told apart by the one-hot
 
@@ -248,7 +249,8 @@ def test_policy_mapping_groups_agents_by_pattern():
     assert agent.onehot_index == {"agent_0": 0, "agent_1": 1}  # only the policy with two agents
     assert agent.sub_agent("adversary_0").env_spaces.observation.shape == (6,)
     with pytest.raises(ValueError, match="agent 'agent_0' matches no pattern"):
-        MultiAgent(CategoricalPgAgent(), policy_mapping={"adversary_*": "adv"}).initialize(EnvSpaces(observation, action))
+        unmapped = MultiAgent(CategoricalPgAgent(), policy_mapping={"adversary_*": "adv"})
+        unmapped.initialize(EnvSpaces(observation, action))
     with pytest.raises(ValueError, match="policy_mapping"):
         MultiAgent(CategoricalPgAgent(), share_parameters=True, policy_mapping={"*": "all"})
 
@@ -268,4 +270,5 @@ def test_centralised_critic_sees_every_agents_observation():
         torch.testing.assert_close(getattr(step.agent_info, name).value, by_hand)
         torch.testing.assert_close(getattr(agent.value(observation, prev_action, prev_reward), name), by_hand)
     # The critics' parameters train with their policies (one optimizer group per policy).
-    assert {id(p) for p in agent.critics["agent_0"].parameters()} <= {id(p) for p in agent.parameters_for("model/agent_0")}
+    trained = {id(p) for p in agent.parameters_for("model/agent_0")}
+    assert {id(p) for p in agent.critics["agent_0"].parameters()} <= trained

@@ -244,8 +244,8 @@ def test_centralised_critic_is_what_the_value_loss_trains():
     data = batch.agent_1
     # The batch keeps the critic's input: both agents' views side by side (CoopGrid has no state()).
     samples = module.sampler.samples
-    np.testing.assert_array_equal(data.agent_inputs.observation.critic.numpy(),
-                                  np.concatenate([samples.env.observation.agent_0, samples.env.observation.agent_1], -1))
+    both = np.concatenate([samples.env.observation.agent_0, samples.env.observation.agent_1], -1)
+    np.testing.assert_array_equal(data.agent_inputs.observation.critic.numpy(), both)
     _, value = module.agent.evaluate("agent_1", data.agent_inputs)
     critic_in = torch.cat([data.agent_inputs.observation.critic, torch.tensor([0.0, 1.0]).expand(16, 2, 2)], -1)
     torch.testing.assert_close(value, module.agent.critics[SHARED_AGENT_KEY](critic_in).squeeze(-1))
