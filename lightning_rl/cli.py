@@ -37,13 +37,14 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
+import yaml
 from jsonargparse import DefaultHelpFormatter
 from pytorch_lightning.callbacks import ModelCheckpoint, ProgressBar
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, instantiate_class
 from pytorch_lightning.loggers import TensorBoardLogger
 
 from lightning_rl.algos.base import RLModule
-from lightning_rl.algos.checkpointing import check_resume, load_data
+from lightning_rl.algos.checkpointing import check_resume, load_data, migrate_hyperparameters
 from lightning_rl.callbacks.progress import RLProgressBar
 from lightning_rl.callbacks.run_directory import RunDirectoryCallback
 from lightning_rl.params import expand_params_args
@@ -125,23 +126,6 @@ class RLTrainer(pl.Trainer):
         return results
 
 
-def migrate_hyperparameters(hparams: dict[str, Any]) -> dict[str, Any]:
-    """Hyperparameters saved by an older lightning_rl, in today's form (a copy).
-
-    ``optimizer`` was a name (``"adam"`` or ``"rmsprop"``) before any torch optimizer could be given
-    by class path: ``"adam"`` is today's default (None) and ``"rmsprop"`` the same RMSprop
-    (``alpha`` 0.99, ``eps`` = ``optimizer_eps``) as a class path.
-    """
-    hparams = dict(hparams)
-    optimizer = hparams.get("optimizer")
-    if optimizer == "adam":
-        hparams["optimizer"] = None
-    elif optimizer == "rmsprop":
-        eps = float(hparams.get("optimizer_eps", 1e-5))
-        hparams["optimizer"] = {"class_path": "torch.optim.RMSprop", "init_args": {"alpha": 0.99, "eps": eps}}
-    return hparams
-
-
 class RLCLI(LightningCLI):
     """LightningCLI whose model is any :class:`RLModule` subclass (PPO, A2C, ...).
 
@@ -194,11 +178,19 @@ class RLCLI(LightningCLI):
         model_config = self._get(self.config, "model")
         if model_config is not None and hasattr(self.model, "run_config"):
             # The model's config travels with its checkpoints (play <ckpt>, load_from_checkpoint(path)).
-            as_dict = model_config.as_dict() if hasattr(model_config, "as_dict") else dict(model_config)
-            self.model.run_config = json.loads(json.dumps(as_dict, default=str))
+            self.model.run_config = self._model_config_as_data(subcommand)
         if subcommand == "test":
             # Held-out env seeds: neither training nor validate used them.
             self.model.seed = self.model._base_seed() + HELD_OUT_SEED_OFFSET
+
+    def _model_config_as_data(self, subcommand: str | None) -> dict[str, Any]:
+        """The model's config as plain data, in the form ``config.yaml`` has: class paths and
+        callables as the import paths and ``class_path``/``init_args`` the parser reads back
+        (``torch.nn.Tanh``, not the text of a class object), so a checkpoint rebuilds its module."""
+        parser = self._parser(subcommand)
+        config = self.config[subcommand] if subcommand else self.config
+        dumped = yaml.safe_load(parser.dump(config, skip_none=False, skip_check=True))
+        return dumped["model"]
 
     # -- run directories ---------------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Every shipped config trains through the CLI: finite losses, the env-step budget reached, and a
-checkpoint that loads into a fresh module built from the same config.
+"""Every shipped config trains through the CLI: finite losses, the env-step budget reached, a
+checkpoint that loads into a fresh module built from the same config and, with nothing but its
+path, through ``<Algorithm>.load_from_checkpoint``, and a policy that ``lightning-rl export`` writes.
 
 Each run shrinks the config to a few sampler iterations (small batches, a small replay, learning
 from the second iteration on) but keeps its algorithm, agent, model, sampler class and env.
@@ -23,6 +24,8 @@ import yaml
 
 from lightning_rl.algos.base import RLModule
 from lightning_rl.cli import RLCLI, RLTrainer, main
+from lightning_rl.export import main as export_main
+from lightning_rl.models.base import is_recurrent_model
 from tests.shipped import shipped_configs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,6 +131,18 @@ def train_shrunk_and_reload(config: str, tmp_path: Path, monkeypatch: pytest.Mon
             continue
         assert torch.isfinite(value.float()).all(), f"{config}: non-finite {key} in the checkpoint"
         assert torch.equal(loaded[key], value), key
+
+    # Python alone rebuilds the module from the checkpoint, which carries its config as data (class
+    # paths such as torch.nn.Tanh included), and the policy exports from it.
+    rebuilt = type(fresh).load_from_checkpoint(last, map_location="cpu")
+    for key, value in state["state_dict"].items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(rebuilt.state_dict()[key], value), f"{config}: load_from_checkpoint {key}"
+    assert rebuilt.train_state.env_steps == BUDGET
+    exported = export_main([str(last), "--format", "torchscript", "--out", str(tmp_path / "export")])
+    agent = rebuilt.agent
+    recurrent_or_multiagent = hasattr(agent, "agent_names") or is_recurrent_model(agent.model)
+    assert exported == (2 if recurrent_or_multiagent else 0), config
 
 
 def assert_same_data(a: Any, b: Any, where: str) -> None:

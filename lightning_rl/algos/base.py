@@ -13,6 +13,7 @@ counters as Lightning's manual optimization, which it uses otherwise.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from collections.abc import Sequence
@@ -29,6 +30,8 @@ from lightning_rl.algos.checkpointing import (
     RLCheckpointIO,
     load_data,
     load_module_state,
+    migrate_config,
+    migrate_hyperparameters,
     save_before_stopping,
     save_module_state,
 )
@@ -399,10 +402,15 @@ class RLModule(pl.LightningModule):
         data = load_data(checkpoint_path)  # refuses a file that needs unpickling, naming it
         config = (data.get("lightning_rl") or {}).get("config")
         if config and not kwargs and hparams_file is None:
-            return module_from_config(cls, config, data, map_location)
+            return module_from_config(cls, migrate_config(config), data, map_location)
+        # Lightning's own loading, from the hyperparameters in today's form (older versions named
+        # the optimizer): handed over as an in-memory copy of the checkpoint.
+        data["hyper_parameters"] = migrate_hyperparameters(data.get("hyper_parameters") or {})
+        buffer = io.BytesIO()
+        torch.save(data, buffer)
+        buffer.seek(0)
         return super().load_from_checkpoint(
-            checkpoint_path, map_location=map_location, hparams_file=hparams_file, strict=strict, weights_only=True,
-            **kwargs,
+            buffer, map_location=map_location, hparams_file=hparams_file, strict=strict, weights_only=True, **kwargs,
         )
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

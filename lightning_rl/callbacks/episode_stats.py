@@ -139,7 +139,10 @@ class EpisodeStatsCallback(pl.Callback):
         checkpoint state, so a resumed run logs what the uninterrupted run logs (a resume in the
         middle of an epoch included)."""
         state: dict[str, Any] = {"has_game_score": self._has_game_score}
+        epoch_empty = float(self.epoch_episodes.sum_value) == 0
         for name, metric in zip(self._NAMES, self._base_metrics(), strict=True):
+            if epoch_empty and name in ("epoch_return_max", "epoch_return_min"):
+                continue  # their empty state is an infinity, and a checkpoint holds finite values only
             state[name] = _metric_state(metric)
         if self.agent_return_mean:
             state["agent_return_mean"] = {n: _metric_state(m) for n, m in self.agent_return_mean.items()}

@@ -571,7 +571,8 @@ class AsyncSampling:
                 t0 = time.perf_counter()
                 samples, traj_infos = sampler.obtain_samples(int(c.appended.value))
                 if sampler.check_finite:
-                    check_finite_samples(samples, int(c.appended.value), sampler.env_id, sampler.env_ranks)
+                    check_finite_samples(samples, int(c.appended.value), sampler.env_id, sampler.env_ranks,
+                                         pending=sampler.step_buffer.observation)
                 elapsed = time.perf_counter() - t0
             finally:
                 self.run_lock.release()

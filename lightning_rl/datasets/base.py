@@ -68,7 +68,8 @@ class SamplerDataset(IterableDataset):
             samples, traj_infos = self.sampler.obtain_samples(itr)
         self.state.sampler_time += time.perf_counter() - t0
         if getattr(self.sampler, "check_finite", False):
-            check_finite_samples(samples, itr, self.sampler.env_id, self.sampler.env_ranks)
+            check_finite_samples(samples, itr, self.sampler.env_id, self.sampler.env_ranks,
+                                 pending=self.sampler.step_buffer.observation)
         self.agent.train_mode(itr)
         self.state.record_rollout(self.sampler.batch_spec.size, traj_infos)
         return samples

@@ -105,6 +105,11 @@ def policy_of(agent: Any) -> tuple[DeterministicPolicy, str]:
     from lightning_rl.spaces import Composite
 
     name = type(agent).__name__
+    if hasattr(agent, "agent_names"):
+        raise ValueError(
+            f"{name} is a multi-agent agent ({', '.join(agent.agent_names)}): this exporter writes one "
+            "single-agent policy (observation -> action)"
+        )
     if getattr(agent, "model", None) is None or getattr(agent, "env_spaces", None) is None:
         raise ValueError(f"the agent {name} is not initialized (no network built from the env's spaces)")
     if getattr(agent, "recurrent", False) or is_recurrent_model(agent.model):

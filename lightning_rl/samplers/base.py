@@ -537,7 +537,9 @@ class NonFiniteSampleError(ValueError):
     """A collected batch holds a NaN or infinite observation or reward."""
 
 
-def check_finite_samples(samples: Any, itr: int, env_id: Any, env_ranks: Sequence[int] | None = None) -> None:
+def check_finite_samples(
+    samples: Any, itr: int, env_id: Any, env_ranks: Sequence[int] | None = None, pending: Any = None
+) -> None:
     """Raise :class:`NonFiniteSampleError` at the first NaN or infinite observation or reward.
 
     Args:
@@ -545,25 +547,35 @@ def check_finite_samples(samples: Any, itr: int, env_id: Any, env_ranks: Sequenc
         itr: The sampler iteration that collected it (for the message).
         env_id: The env's id (for the message).
         env_ranks: Global index of each of the batch's envs (default: ``0..B-1``).
+        pending: The observations ``[B, ...]`` the envs returned at the batch's last step, which
+            the next batch starts from (the sampler's ``step_buffer.observation``): checked too,
+            so a non-finite one raises in this iteration, before any checkpoint can store it.
 
     Raises:
         NonFiniteSampleError: Naming the field, the env, the time step and the value. The
             observation at step ``t`` is what the env returned at step ``t - 1`` (or at reset).
     """
     env = samples.env
-    for name, field in (("observation", env.observation), ("reward", env.reward)):
+    T = int(np.shape(env.reward)[0])
+    fields: list[tuple[str, Any, bool]] = [("observation", env.observation, False), ("reward", env.reward, False)]
+    if pending is not None:
+        fields.append(("observation", pending, True))
+    for name, field, last in fields:
         leaves: list[Any] = []
         buffer_func(field, leaves.append)
         for leaf in leaves:
             array = np.asarray(leaf)
             if array.dtype.kind not in "fc" or bool(np.isfinite(array).all()):
                 continue
-            t, b = (int(i) for i in np.argwhere(~np.isfinite(array))[0][:2])
+            bad = np.argwhere(~np.isfinite(array))[0]
+            t, b = (T, int(bad[0])) if last else (int(bad[0]), int(bad[1]))
+            value = array[b] if last else array[t, b]
             rank = b if env_ranks is None else env_ranks[b]
+            when = f"returned at the last step ({T - 1})" if last else f"at time step {t}"
             raise NonFiniteSampleError(
-                f"non-finite {name} from env {b} (global env {rank}) of {env_id!r} at time step {t} of sampler "
-                f"iteration {itr}: {array[t, b]!r}; training stopped before it reached a loss. Fix the env, or "
-                f"pass check_finite=False to the sampler to let such values through"
+                f"non-finite {name} from env {b} (global env {rank}) of {env_id!r} {when} of sampler "
+                f"iteration {itr}: {value!r}; training stopped before it reached a loss or a checkpoint. Fix the "
+                f"env, or pass check_finite=False to the sampler to let such values through"
             )
 
 

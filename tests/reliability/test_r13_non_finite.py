@@ -29,7 +29,8 @@ class PoisonedEnv(gymnasium.Env):
     def __init__(self, field: str, at: int = 5, value: float = float("nan"), box_action: bool = False) -> None:
         self.observation_space = spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32) if box_action else spaces.Discrete(2)
-        self.field, self.at, self.value, self._t, self._episode = field, at, value, 0, 0
+        # The poison as text: the env's attributes are checkpoint state, which must stay finite.
+        self.field, self.at, self.value_text, self._t, self._episode = field, at, repr(value), 0, 0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -41,8 +42,8 @@ class PoisonedEnv(gymnasium.Env):
         poisoned = self._episode == 1 and self._t == self.at
         obs = np.zeros(3, np.float32)
         if poisoned and self.field == "observation":
-            obs[1] = self.value
-        reward = self.value if poisoned and self.field == "reward" else 0.0
+            obs[1] = float(self.value_text)
+        reward = float(self.value_text) if poisoned and self.field == "reward" else 0.0
         return obs, reward, False, self._t >= 1000, {}
 
 
@@ -131,3 +132,41 @@ def test_the_env_contract_check_finds_it_first():
                                             r"space .*values from nan to nan"):
         sampler.initialize(CategoricalPgAgent(hidden_sizes=[8]), seed=0)
     sampler.shutdown()
+
+
+def non_finite_paths(value: Any, where: str = "") -> list[str]:
+    """Every place in a loaded checkpoint (nested dicts, lists, tensors) holding a NaN or an infinity,
+    but for ModelCheckpoint's own ``kth_value`` (Lightning's infinite "no score yet")."""
+    if where.endswith(".kth_value") and "ModelCheckpoint" in where:
+        return []
+    if torch.is_tensor(value):
+        return [where] if value.is_floating_point() and not torch.isfinite(value).all() else []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in non_finite_paths(v, f"{where}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in non_finite_paths(v, f"{where}[{i}]")]
+    if isinstance(value, float) and not np.isfinite(value):
+        return [where]
+    return []
+
+
+def test_a_nan_observation_ending_a_batch_raises_in_that_iteration_before_any_checkpoint(tmp_path):
+    # batch_T=1: the NaN the env returns at its 8th step is no row of a batch yet, but the
+    # observation the next batch starts from, held in the sampler's step buffer (and in its
+    # checkpoint state). The epoch (8 iterations) ends with that step and saves: the guard must
+    # raise first, so no checkpoint ever holds the NaN.
+    pl.seed_everything(0)
+    module = SAC(
+        SacAgent(hidden_sizes=[8], q_hidden_sizes=[8]),
+        SerialSampler(env_id=lambda: PoisonedEnv("observation", at=8, box_action=True), batch_T=1, batch_B=1,
+                      check_env=False),
+        batch_size=4, replay_size=64, min_steps_learn=4, replay_ratio=4, total_env_steps=64, log_interval_steps=4,
+    )
+    with pytest.raises(NonFiniteSampleError, match=r"non-finite observation from env 0 .* returned at the last step "
+                                                   r"\(0\) of sampler iteration 7: array\(\[ 0., nan,  0.\]"):
+        make_trainer(callbacks=[ModelCheckpoint(dirpath=tmp_path, save_last=True)]).fit(module)
+    saved = sorted(tmp_path.glob("*.ckpt*"))
+    # The epoch after iteration 3 saved; the one that would end after iteration 7 did not.
+    assert saved and all(not path.name.startswith("epoch=1") for path in saved), saved
+    for path in saved:
+        assert non_finite_paths(torch.load(path, weights_only=True)) == [], path
