@@ -7,8 +7,7 @@ and ``state``); otherwise every agent sees the whole observation. :class:`MultiA
 agent to a policy (one per agent, one shared by all, or any grouping) and answers ``step`` with
 namedarraytuples that have one field per agent, so the sampler's ``[T, B]`` buffers hold
 ``action.<name>``, ``agent_info.<name>`` (with each recurrent sub-agent's ``prev_rnn_state``) and
-``bootstrap_value.<name>``: the ``/agents/<name>/...`` entries of
-:class:`~lightning_rl.explorer.Explorer` trajectories.
+``bootstrap_value.<name>``.
 
 Critics: each policy's own value head sees what its agent sees (``critic="local"``: IPPO), or
 a centralised critic per policy sees the global state (``critic="centralized"``: MAPPO).
@@ -466,6 +465,11 @@ class MultiAgent(BaseAgent):
             value = self._critic_value(name, buffer_to(critic_input, self.device))
         return dist_info, value
 
+    def policy(self, name: str) -> _AgentPolicy:
+        """Agent ``name``'s policy as a single agent for a loss: ``distribution`` and a training
+        forward pass on its batch's inputs (:meth:`evaluate`: the one-hot, the centralised critic)."""
+        return _AgentPolicy(self, name)
+
     def update_obs_rms(self, name: str, observation: Any, all_gather: Any = None) -> None:
         """Fold agent ``name``'s observations of a rollout (its :meth:`agent_view`) into its
         policy's running observation statistics, where it keeps any."""
@@ -577,3 +581,15 @@ class MultiAgent(BaseAgent):
         super().eval_mode(itr)
         for sub in self.agents.values():
             sub.eval_mode(itr)
+
+
+class _AgentPolicy:
+    """One agent of a :class:`MultiAgent`, called as a single-agent policy is in a loss."""
+
+    def __init__(self, multi_agent: MultiAgent, name: str) -> None:
+        self.multi_agent, self.name = multi_agent, name
+        self.distribution = multi_agent.sub_agent(name).distribution
+
+    def __call__(self, observation: Any, prev_action: Any, prev_reward: Any, init_rnn_state: Any = None) -> tuple:
+        dist_info, value = self.multi_agent.evaluate(self.name, (observation, prev_action, prev_reward), init_rnn_state)
+        return (dist_info, value, None) if self.multi_agent.recurrent else (dist_info, value)

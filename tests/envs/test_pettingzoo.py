@@ -424,21 +424,8 @@ def test_play_records_a_video_of_the_team(tmp_path, monkeypatch):
     assert videos and videos[0].stat().st_size > 1000
 
 
-def test_trajectories_are_keyed_by_agent_id():
-    from lightning_rl.explorer import Explorer
-
-    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(8,)), share_parameters=True, critic="centralized")
-    explorer = Explorer(SerialSampler("mpe2.simple_spread_v3", env_kwargs={"N": 2}, batch_T=5, batch_B=2), agent)
-    trajectory = explorer.update()
-    for name in ("agent_0", "agent_1"):
-        assert trajectory[f"/agents/{name}/actions"].shape == (2, 6)
-        assert trajectory[f"/observations/{name}"].shape == (2, 6, 12)
-        assert f"/infos/agent_rewards/{name}" in trajectory
-    assert trajectory["/observations/state"].shape == (2, 6, 24)
-
-
 def test_per_agent_return_windows_are_checkpoint_state():
-    from lightning_rl.callbacks.episode_stats import EpisodeStatsCallback
+    from lightning_rl.algos.episode_stats import EpisodeStatsCallback
 
     callback = EpisodeStatsCallback(window=3)
     callback.agent_return_mean = {"runner": callback.return_mean.__class__(3)}
