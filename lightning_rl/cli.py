@@ -177,10 +177,12 @@ def check_env_parser() -> Any:
 
     parser = argparse.ArgumentParser(
         prog="lightning-rl check-env",
-        description="Run gymnasium's env checker and lightning_rl's rules (lightning_rl.envs.check) on one env; "
-        "exit 0 when it passes (printing gymnasium's advice), 2 naming the broken rule.",
+        description="Run gymnasium's env checker (and PettingZoo's API test for PettingZoo envs) and lightning_rl's "
+        "rules (lightning_rl.envs.check) on one env; exit 0 when it passes (printing gymnasium's advice), 2 naming "
+        "the broken rule.",
     )
-    parser.add_argument("env_id", help="a gymnasium id (CartPole-v1, HalfCheetah-v5), ALE/<Game>-v5, ...")
+    parser.add_argument("env_id", help="a gymnasium id (CartPole-v1, HalfCheetah-v5), ALE/<Game>-v5, a PettingZoo "
+                                       "import path (mpe2.simple_spread_v3, module:factory), ...")
     parser.add_argument("--env_kwargs", default="{}", help="constructor arguments as JSON (a dict)")
     return parser
 
@@ -189,8 +191,9 @@ build_parser = check_env_parser  # TOOL_PARSERS names every command's parser bui
 
 
 def check_env_command(argv: list[str]) -> int:
-    """``lightning-rl check-env <env_id> [--env_kwargs JSON]``: gymnasium's env checker plus
-    lightning_rl's rules (:mod:`lightning_rl.envs.check`) on one env; exit 0 when it passes
+    """``lightning-rl check-env <env_id> [--env_kwargs JSON]``: gymnasium's env checker (and
+    PettingZoo's API test for PettingZoo envs) plus lightning_rl's rules
+    (:mod:`lightning_rl.envs.check`) on one env; exit 0 when it passes
     (printing gymnasium's advice), 2 naming the broken rule."""
     import json
 

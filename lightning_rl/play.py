@@ -13,7 +13,8 @@ from lightning_rl.algos.base import RLModule
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.envs import make_env
 from lightning_rl.envs.atari import AtariEnv
-from lightning_rl.envs.make import route_mujoco_warnings
+from lightning_rl.envs.make import make_gymnasium_env, route_mujoco_warnings
+from lightning_rl.envs.pettingzoo import PettingZooEnv, is_pettingzoo_env
 
 
 def quiet_sdl(environ: dict[str, str] | Any = None) -> None:
@@ -124,7 +125,11 @@ def _make_recording_env(
     route_mujoco_warnings(env_id)
 
     def build(**kwargs: Any) -> Any:
-        inner = gym.make(env_id, render_mode="rgb_array", **kwargs) if isinstance(env_id, str) else env_id(**kwargs)
+        if isinstance(env_id, str):
+            inner = make_gymnasium_env(env_id, render_mode="rgb_array", **kwargs)
+        else:
+            inner = env_id(**kwargs)
+            inner = PettingZooEnv(inner) if is_pettingzoo_env(inner) else inner
         with warnings.catch_warnings():
             # The folder exists (made above, or the user's): <name_prefix>-episode-<i>.mp4 replace
             # earlier files of the same name, as play documents.

@@ -1,4 +1,4 @@
-"""Environments: the Env interface, the gymnasium adapter, AtariEnv, TrajInfo and make_env.
+"""Environments: the Env interface, the gymnasium and PettingZoo adapters, AtariEnv, TrajInfo and make_env.
 
 Each name is imported on first use (``from lightning_rl.envs import X`` works as before), so importing one
 submodule does not import the others.
@@ -13,9 +13,16 @@ if TYPE_CHECKING:
     from lightning_rl.envs.atari import AtariEnv, AtariEnvInfo, atari_games
     from lightning_rl.envs.base import Env, EnvSpaces, EnvStep
     from lightning_rl.envs.gymnasium import GymEnvWrapper, InfoFilter
-    from lightning_rl.envs.make import atari_game_from_id, default_traj_info_cls, is_atari_id, make_env
-    from lightning_rl.envs.multiagent import COOP_GRID_ID, CoopGridEnv
-    from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
+    from lightning_rl.envs.make import (
+        atari_game_from_id,
+        default_traj_info_cls,
+        is_atari_id,
+        make_env,
+        make_gymnasium_env,
+    )
+    from lightning_rl.envs.multiagent import AGENT_MASK_KEY, COOP_GRID_ID, STATE_KEY, CoopGridEnv
+    from lightning_rl.envs.pettingzoo import PettingZooEnv
+    from lightning_rl.envs.traj_info import AtariTrajInfo, MultiAgentTrajInfo, TrajInfo
     from lightning_rl.envs.wrappers import CARTPOLE_NO_VELOCITY_ID, MaskVelocityWrapper
 
 # Registered with gymnasium on import (lightning_rl/CoopGrid-v0, the CartPole without velocities): an env id
@@ -25,6 +32,11 @@ import lightning_rl.envs.wrappers  # noqa: F401
 
 #: Each public name and the module that defines it (imported on first use).
 _LAZY: dict[str, str] = {
+    "AGENT_MASK_KEY": "lightning_rl.envs.multiagent",
+    "STATE_KEY": "lightning_rl.envs.multiagent",
+    "MultiAgentTrajInfo": "lightning_rl.envs.traj_info",
+    "PettingZooEnv": "lightning_rl.envs.pettingzoo",
+    "make_gymnasium_env": "lightning_rl.envs.make",
     "AtariEnv": "lightning_rl.envs.atari",
     "AtariEnvInfo": "lightning_rl.envs.atari",
     "AtariTrajInfo": "lightning_rl.envs.traj_info",
@@ -46,9 +58,10 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
-    "AtariEnv", "AtariEnvInfo", "AtariTrajInfo", "CARTPOLE_NO_VELOCITY_ID", "COOP_GRID_ID", "CoopGridEnv", "Env",
-    "EnvSpaces", "EnvStep", "GymEnvWrapper", "InfoFilter", "MaskVelocityWrapper", "TrajInfo", "atari_game_from_id",
-    "atari_games", "default_traj_info_cls", "is_atari_id", "make_env",
+    "AGENT_MASK_KEY", "STATE_KEY", "AtariEnv", "AtariEnvInfo", "AtariTrajInfo", "CARTPOLE_NO_VELOCITY_ID",
+    "COOP_GRID_ID", "CoopGridEnv", "Env", "EnvSpaces", "EnvStep", "GymEnvWrapper", "InfoFilter",
+    "MaskVelocityWrapper", "MultiAgentTrajInfo", "PettingZooEnv", "TrajInfo", "atari_game_from_id", "atari_games",
+    "default_traj_info_cls", "is_atari_id", "make_env", "make_gymnasium_env",
 ]
 
 
