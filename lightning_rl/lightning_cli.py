@@ -986,5 +986,5 @@ def run(argv: list[str], own_process: bool = False, verbose: bool = False, start
         return 2
     for callback in getattr(getattr(cli, "trainer", None), "callbacks", []):
         if isinstance(callback, RunDirectoryCallback) and callback.exit_code:
-            return callback.exit_code  # stopped by Ctrl-C: last.ckpt saved, status 1
+            return callback.exit_code  # stopped by Ctrl-C (1) or SIGTERM (143): last.ckpt saved
     return 0
