@@ -39,7 +39,8 @@ What is written (into ``--out``; by default ``export/<checkpoint name>/`` in the
 Every file is loaded back (``torch.jit.load``, ``onnx.checker`` + onnxruntime, ``safetensors``) and
 its actions compared with the agent's own deterministic actions before the command reports success:
 on 8 observations at batch sizes 1 and 8, or, for a recurrent policy, over a 5-step rollout of 4
-envs (and of 1) with the state carried through the file. Needs the ``export`` extra (``onnx``,
+envs (and of 1) with the state carried through the file, its next state compared with the agent's
+own at every step. Needs the ``export`` extra (``onnx``,
 ``onnxruntime``, ``onnxscript``, ``safetensors``).
 """
 
@@ -85,6 +86,10 @@ FORMATS = {"torchscript": "pt", "onnx": "onnx"}
 OPTIONAL_PACKAGES = ("onnx", "onnxruntime", "onnxscript", "safetensors")
 #: Continuous actions of a written file must match the module's within this (discrete ones exactly).
 ATOL = 1e-5
+#: A recurrent file's next state must match the agent's within these: the cell state sums over
+#: steps and grows, so its float32 rounding differences grow with it.
+STATE_RTOL = 1e-4
+STATE_ATOL = 1e-4
 #: The check's observations: feed-forward policies one step of 8 rows; recurrent ones a rollout of
 #: ``ROLLOUT_STEPS`` steps of ``ROLLOUT_ENVS`` envs, their state carried.
 CHECK_ROWS = 8
@@ -94,15 +99,21 @@ ROLLOUT_ENVS = 4
 Runner = Callable[[list[np.ndarray]], list[np.ndarray]]
 
 
-def _check_actions(name: str, got: np.ndarray, expected: np.ndarray, where: str = "") -> None:
+def _check_actions(
+    name: str, got: np.ndarray, expected: np.ndarray, where: str = "", what: str = "actions", rtol: float = 0.0,
+    atol: float = ATOL,
+) -> None:
     discrete = np.issubdtype(expected.dtype, np.integer)
     same = got.shape == expected.shape and (
-        np.array_equal(got, expected) if discrete else bool(np.allclose(got, expected, rtol=0.0, atol=ATOL))
+        np.array_equal(got, expected) if discrete else bool(np.allclose(got, expected, rtol=rtol, atol=atol))
     )
     if not same:
+        if not discrete and got.shape == expected.shape:
+            where += f"; largest difference {np.abs(got - expected).max():.2g}"
+        tolerance = "exactly" if discrete else f"atol {atol}" + (f", rtol {rtol}" if rtol else "")
         raise RuntimeError(
-            f"{name} does not reproduce the agent's actions{where} (shape {got.shape} vs {expected.shape}; "
-            f"{'exactly' if discrete else f'atol {ATOL}'}): the file was written but is not trustworthy"
+            f"{name} does not reproduce the agent's {what}{where} (shape {got.shape} vs {expected.shape}; "
+            f"{tolerance}): the file was written but is not trustworthy"
         )
 
 
@@ -119,6 +130,7 @@ class _Export:
     observations: list[list[np.ndarray]]  # per step: the observation leaves [rows, ...]
     rewards: list[np.ndarray]  # per step: previous rewards [rows]
     expected: list[np.ndarray]  # per step: the agent's actions [rows, ...]
+    states: list[Any]  # per step: the agent's next state (h, c) [N, rows, H] of a recurrent policy
 
     @property
     def input_names(self) -> list[str]:
@@ -162,6 +174,10 @@ class _Export:
                 action, h, c = run([*inputs, prev_action, np.ascontiguousarray(reward[rows]), h, c])
                 where = f" at step {t} of a {len(self.expected)}-step rollout of {len(first)} env(s), state carried"
                 _check_actions(label, np.asarray(action), expected[rows], where)
+                if self.states[t] is not None:  # the next state too: it decides later actions
+                    for got, own, part in zip((h, c), self.states[t], ("h", "c"), strict=True):
+                        _check_actions(label, np.asarray(got), own[:, rows], where, f"next LSTM state ({part})",
+                                       STATE_RTOL, STATE_ATOL)
                 prev_action = np.asarray(action)
 
 
@@ -267,9 +283,9 @@ def _state_shape(policy: DeterministicPolicy, example: tuple[torch.Tensor, ...])
     return int(shape[0]), int(shape[1])
 
 
-def _check_data(agent: Any, recurrent: bool) -> tuple[list[Any], np.ndarray, list[Any]]:
-    """Observations, previous rewards and the agent's own actions to check every file against:
-    one step of :data:`CHECK_ROWS` rows, or a rollout for recurrent policies."""
+def _check_data(agent: Any, recurrent: bool) -> tuple[list[Any], np.ndarray, list[Any], list[dict[str | None, Any]]]:
+    """Observations, previous rewards and the agent's own actions and states to check every file
+    against: one step of :data:`CHECK_ROWS` rows, or a rollout for recurrent policies."""
     steps, B = (ROLLOUT_STEPS, ROLLOUT_ENVS) if recurrent else (1, CHECK_ROWS)
     space = agent.env_spaces.observation
     sampled = sample_observations(space, steps * B, seed=2)
@@ -278,14 +294,15 @@ def _check_data(agent: Any, recurrent: bool) -> tuple[list[Any], np.ndarray, lis
     observations = [buffer_func(sampled, lambda a, t=t: a[t * B : (t + 1) * B]) for t in range(steps)]
     rewards = np.random.default_rng(3).normal(size=(steps, B)).astype(np.float32)
     rewards[0] = 0.0  # an episode's start
-    return observations, rewards, reference_rollout(agent, observations, rewards)
+    states: list[dict[str | None, Any]] = []
+    return observations, rewards, reference_rollout(agent, observations, rewards, states), states
 
 
 def _plan(agent: Any, name: str) -> list[_Export]:
     """The policies of ``agent`` to write, with the data each is checked on (nothing written yet)."""
     targets = policy_targets(agent)
     built = [(target, *policy_of(target.agent)) for target in targets]
-    observations, rewards, expected = _check_data(agent, any(policy.recurrent for _, policy, _ in built))
+    observations, rewards, expected, states = _check_data(agent, any(policy.recurrent for _, policy, _ in built))
     plans = []
     for target, policy, meaning in built:
         leaves = observation_leaves(target.agent.env_spaces.observation)
@@ -294,6 +311,7 @@ def _plan(agent: Any, name: str) -> list[_Export]:
             [leaf_arrays(target.observation_rows(o), leaves) for o in observations],
             [target.reward_rows(r) for r in rewards],
             [np.asarray(target.action_rows(a)) for a in expected],
+            [step[target.key] for step in states],
         )
         if policy.recurrent:
             plan.state_shape = _state_shape(policy, plan.example())

@@ -411,17 +411,22 @@ def zero_actions(space: Any, B: int) -> Any:
     return np.zeros((B, *space.shape), dtype=np.int64 if np.issubdtype(space.dtype, np.integer) else np.float32)
 
 
-def reference_rollout(agent: Any, observations: list[Any], rewards: np.ndarray) -> list[Any]:
+def reference_rollout(
+    agent: Any, observations: list[Any], rewards: np.ndarray, states: list[dict[str | None, Any]] | None = None
+) -> list[Any]:
     """The agent's own deterministic actions over ``T`` steps of ``B`` envs, its state carried.
 
     A copy of ``agent`` in eval mode (``eval_deterministic``, epsilon 0), reset, acts on
     ``observations[t]`` with its own previous action (zeros at ``t = 0``, as an episode starts)
-    and ``rewards[t]`` as the previous reward.
+    and ``rewards[t]`` as the previous reward (an alternating agent's first half of envs does).
 
     Args:
         agent: An initialized agent (a ``MultiAgent`` too).
         observations: ``T`` observations ``[B, ...]`` (named tuples of arrays for dict spaces).
         rewards: ``[T, B]`` previous rewards (``rewards[0]`` is zero at an episode's start).
+        states: If given, a list that gets, after each step, the recurrent state ``(h, c)``
+            ``[N, rows, H]`` (numpy) of every learner by its key: ``None`` for a single agent,
+            the ``MultiAgent.agents`` keys otherwise (``None`` for a feed-forward one).
 
     Returns:
         ``T`` actions ``[B, ...]`` as numpy arrays (named tuples of them for a dict action space).
@@ -429,10 +434,25 @@ def reference_rollout(agent: Any, observations: list[Any], rewards: np.ndarray) 
     from lightning_rl.data.buffers import buffer_func
 
     agent = _deterministic_copy(agent)
+    learners: dict[str | None, Any] = dict(agent.agents.items()) if hasattr(agent, "agent_names") else {None: agent}
+    # An alternating agent (AlternatingSampler's) keeps one state per half of its envs and acts for the
+    # halves in turn: the rollout is half 0's, and a second call per step acts for half 1.
+    alternating = any(getattr(a, "alternating", False) for a in [agent, *learners.values()])
     prev_action = zero_actions(agent.env_spaces.action, int(rewards.shape[1]))
     actions = []
     for observation, reward in zip(observations, rewards, strict=True):
         action = buffer_func(agent.step(observation, prev_action, reward).action, lambda t: t.numpy().copy())
+        if alternating:
+            agent.step(observation, prev_action, reward)
+        if states is not None:
+            states.append({key: _state_arrays(getattr(sub, "prev_rnn_state", None)) for key, sub in learners.items()})
         actions.append(action)
         prev_action = action
     return actions
+
+
+def _state_arrays(state: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    if not isinstance(state, tuple) or len(state) != 2:  # no LSTM state (export refuses other states)
+        return None
+    h, c = (tuple.__getitem__(state, i).detach().cpu().numpy().copy() for i in range(2))
+    return h, c

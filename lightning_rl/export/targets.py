@@ -5,6 +5,9 @@ policies and which rows of the env's observations, actions and rewards each one 
 :class:`~lightning_rl.agents.MultiAgent` exactly: sub-agent ``<name>`` acts on its agent's
 observation (its field of a per-agent dict observation, else the whole observation) and the env's
 reward; a shared sub-agent acts on all agents' rows stacked agent-major (``[n_agents * B]``).
+A policy that needs more than its agent's observation (an agent-id one-hot for a shared policy)
+gets it from its target's ``observation_rows``, and its graph an input for it; a centralised
+critic is no part of an exported policy (only the acting network is: ``policy_of``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """Recurrent policies export with their LSTM state as an input and an output.
 
 A hand-built one-unit LSTM agent whose action is the sign of a running sum shows that the files
-reproduce its actions over 5 steps when the state is carried and do not when it is reset every
-step. R2D1 and a Gaussian LSTM policy with random weights reproduce the agent's own actions and
-its own next state over a rollout with the previous action and reward fed back.
+reproduce its actions over 5 steps when the state is carried, and not when it is reset every step
+or the previous reward is left out; a hand-built LSTM that repeats its previous action shows that a
+MultiDiscrete previous action enters in the space's own values. R2D1 and a Gaussian LSTM policy
+with random weights reproduce the agent's own actions and next state over a rollout. The export's
+own check catches a policy that drops its state or hands on a wrong one, and its reference for an
+alternating agent (two halves of envs acting in turn) is the plain agent's.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ import onnxruntime
 import pytest
 import torch
 import yaml
+from gymnasium import spaces
 
-from lightning_rl.agents import CategoricalPgAgent, GaussianPgAgent, R2d1Agent
+from lightning_rl.agents import AlternatingR2d1Agent, CategoricalPgAgent, GaussianPgAgent, R2d1Agent
 from lightning_rl.envs.base import EnvSpaces
 from lightning_rl.export import export_agent
-from lightning_rl.spaces import FloatBox, IntBox
+from lightning_rl.spaces import FloatBox, IntBox, from_gymnasium
 from tests.export.agents import VECTOR, agent_rollout, assert_actions, sample
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
@@ -162,3 +166,89 @@ def test_random_lstm_policies_reproduce_the_agents_actions_and_state_over_a_roll
             assert_actions(prev_action, expected[t], discrete)
             np.testing.assert_allclose(h, states[t][0], atol=1e-5, err_msg=f"{fmt} h at step {t}")
             np.testing.assert_allclose(c, states[t][1], atol=1e-5, err_msg=f"{fmt} c at step {t}")
+
+
+def test_an_alternating_agents_reference_is_one_half_of_its_envs_acting_every_step():
+    """The check's reference for AlternatingSampler's agent (two halves of envs acting in turn, one
+    state each) is the plain agent's: the same weights, the state carried every step."""
+    from lightning_rl.export import reference_rollout
+
+    torch.manual_seed(0)
+    plain = R2d1Agent(hidden_sizes=(16,), lstm_size=8, head_size=16, eps_eval=0.0)
+    plain.initialize(EnvSpaces(VECTOR, IntBox(0, 4)))
+    with torch.no_grad():
+        for p in plain.model.parameters():
+            p.mul_(3.0)
+    alternating = AlternatingR2d1Agent(hidden_sizes=(16,), lstm_size=8, head_size=16, eps_eval=0.0)
+    alternating.initialize(EnvSpaces(VECTOR, IntBox(0, 4)))
+    alternating.load_state_dict(plain.state_dict())
+    T, B = 6, 3
+    flat = sample(VECTOR, T * B, seed=7).astype(np.float32)
+    observations = [flat[t * B : (t + 1) * B] for t in range(T)]
+    rewards = np.zeros((T, B), dtype=np.float32)
+    expected = np.stack(agent_rollout(plain, observations, rewards))
+    reset_every_step = np.stack([agent_rollout(plain, [o], rewards[:1])[0] for o in observations])
+    assert not np.array_equal(expected, reset_every_step)  # the state changes these actions
+    np.testing.assert_array_equal(np.stack(reference_rollout(alternating, observations, rewards)), expected)
+
+
+def test_a_multidiscrete_lstm_policy_takes_its_previous_action_in_the_spaces_own_values(tmp_path):
+    """An LSTM policy that repeats its previous action, over MultiDiscrete([3, 4], start=[1, -2])."""
+    agent = CategoricalPgAgent(hidden_sizes=(), lstm_size=7)
+    agent.initialize(EnvSpaces(VECTOR, from_gymnasium(spaces.MultiDiscrete([3, 4], start=[1, -2]))))
+    state = {k: torch.zeros_like(v) for k, v in agent.model.state_dict().items()}
+    # LSTM input [observation (5), one-hot previous action (3 + 4, zero-based), previous reward];
+    # gates i, f, g, o of 7 units: each unit holds one one-hot entry (input and output gates open,
+    # forget gate shut), and the policy's logits are the units.
+    state["lstm.lstm.weight_ih_l0"][14:21, 5:12] = 5.0 * torch.eye(7)
+    state["lstm.lstm.bias_ih_l0"][0:7] = 30.0
+    state["lstm.lstm.bias_ih_l0"][7:14] = -30.0
+    state["lstm.lstm.bias_ih_l0"][21:28] = 30.0
+    state["head.pi.model.0.weight"] = 10.0 * torch.eye(7)
+    agent.model.load_state_dict(state)
+    export_agent(agent, tmp_path, ["torchscript", "onnx"])
+
+    # Every action of the space as the previous one, and the episode start's 0 (no previous action),
+    # which the agent clips into the space: dim 0 to 1, dim 1 stays 0.
+    previous = np.array([[a, b] for a in (1, 2, 3) for b in (-2, -1, 0, 1)] + [[0, 0]], dtype=np.int64)
+    expected = previous.copy()
+    expected[-1] = [1, 0]
+    B = len(previous)
+    inputs = [sample(VECTOR, B, seed=2).astype(np.float32), previous, np.zeros(B, np.float32),
+              np.zeros((1, B, 7), np.float32), np.zeros((1, B, 7), np.float32)]
+    names = ["observation", "prev_action", "prev_reward", "rnn_state_h", "rnn_state_c"]
+    session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(["action"], dict(zip(names, inputs, strict=True)))[0], expected)
+    scripted = torch.jit.load(str(tmp_path / "policy.pt"))
+    np.testing.assert_array_equal(scripted(*(torch.from_numpy(x) for x in inputs))[0].numpy(), expected)
+
+
+def test_a_policy_that_drops_the_state_is_caught_before_anything_is_written(tmp_path, monkeypatch):
+    from lightning_rl.export.policy import DeterministicPolicy
+
+    step = DeterministicPolicy.recurrent_network
+
+    def forgetful(self, observation, prev_action, prev_reward, h, c):
+        return step(self, observation, prev_action, prev_reward, torch.zeros_like(h), torch.zeros_like(c))
+
+    monkeypatch.setattr(DeterministicPolicy, "recurrent_network", forgetful)
+    # The running-sum agent's actions first differ from a forgetful policy's at step 1.
+    with pytest.raises(RuntimeError, match="the exported module does not reproduce the agent's actions at step 1 of "
+                                           "a 5-step rollout of 1 env"):
+        export_agent(running_sum_agent(), tmp_path, ["torchscript"])
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_policy_whose_next_state_drifts_is_caught_at_the_first_step(tmp_path, monkeypatch):
+    from lightning_rl.export.policy import DeterministicPolicy
+
+    step = DeterministicPolicy.recurrent_network
+
+    def drifting(self, observation, prev_action, prev_reward, h, c):
+        out, next_h, next_c = step(self, observation, prev_action, prev_reward, h, c)
+        return out, next_h + 1e-3, next_c  # this step's action unchanged; the state handed on is not
+
+    monkeypatch.setattr(DeterministicPolicy, "recurrent_network", drifting)
+    with pytest.raises(RuntimeError, match=r"the exported module does not reproduce the agent's next LSTM state \(h\) "
+                                           "at step 0 of a 5-step rollout of 1 env"):
+        export_agent(running_sum_agent(), tmp_path, ["torchscript"])
