@@ -35,6 +35,7 @@ from lightning_rl.algos.checkpointing import (
     save_before_stopping,
     save_module_state,
 )
+from lightning_rl.algos.data_loader import rl_data_loader
 from lightning_rl.algos.loading import module_from_config
 from lightning_rl.algos.off_policy import (
     AsyncShutdownCallback,
@@ -74,10 +75,12 @@ class RLModule(pl.LightningModule):
         agent: The acting policy (``class_path``/``init_args`` in YAML); its models are built in
             ``setup()`` from the env's spaces.
         sampler: Collects ``[T, B]`` batches (serial, CPU or GPU sampler, ...). Holds the env id.
-        total_env_steps: Stop after this many env steps (summed over DDP ranks); None: no limit
-            beyond the Trainer's own.
-        log_interval_steps: Env steps per Lightning epoch (per rank): logging, checkpoint and
-            evaluation interval.
+        total_env_steps: The env-step budget, counted over all DDP ranks: training stops before any
+            sampler iteration would step envs past it (at the last whole iteration within it);
+            None: no limit beyond the Trainer's own.
+        log_interval_steps: Env steps per Lightning epoch, counted over all DDP ranks as the budget is
+            (in whole sampler iterations, at least one): the logging, checkpoint and evaluation
+            interval.
         seed: Base seed of the envs; default: the seed given to ``seed_everything``, else 0.
         checkpoint_sampler_state: Put the sampler state (for the serial sampler: the envs' state,
             as data) into checkpoints so resumes are exact.
@@ -203,8 +206,15 @@ class RLModule(pl.LightningModule):
 
     @property
     def iterations_per_epoch(self) -> int:
-        """Sampler iterations in one Lightning epoch (at least one)."""
-        return max(1, self.log_interval_steps // self.sampler.batch_spec.size)
+        """Sampler iterations in one Lightning epoch: ``log_interval_steps`` env steps over all ranks, in
+        whole iterations (at least one)."""
+        return max(1, self.log_interval_steps // self.steps_per_iteration)
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps one sampler iteration collects over all ranks (``batch_T * batch_B * world size``)."""
+        world = self.trainer.world_size if self._trainer is not None else 1
+        return self.sampler.batch_spec.size * world
 
     def make_dataset(self) -> IterableDataset:
         """The algorithm's IterableDataset over the sampler (and replay)."""
@@ -310,8 +320,10 @@ class RLModule(pl.LightningModule):
 
     @property
     def budget_reached(self) -> bool:
-        """Whether ``total_env_steps`` have been collected."""
-        return self.total_env_steps is not None and self.global_env_steps >= self.total_env_steps
+        """Whether the next sampler iteration would step envs past ``total_env_steps`` (over all
+        ranks): a budget that is not a whole number of iterations stops at the last whole one."""
+        total = self.total_env_steps
+        return total is not None and self.global_env_steps + self.steps_per_iteration > total
 
     def logging_due(self) -> bool:
         """Whether this sampler iteration's metrics are logged.
@@ -428,21 +440,3 @@ class EndOfIteration(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         pl_module.end_of_iteration()
-
-
-def _keep_batch(batch: Any) -> Any:
-    return batch
-
-
-def rl_data_loader(dataset: IterableDataset) -> DataLoader:
-    """``DataLoader(dataset, batch_size=None)`` in the training process, drawing nothing from the
-    global torch generator.
-
-    Every new DataLoader iterator draws a base seed (for worker processes, which lightning_rl never
-    uses) from its ``generator``, the global torch generator by default. A run resumed in the middle
-    of an epoch starts an iterator where the uninterrupted run did not, and that one draw would
-    shift every later action and minibatch; a generator of its own leaves the global one alone.
-    """
-    return DataLoader(
-        dataset, batch_size=None, num_workers=0, collate_fn=_keep_batch, generator=torch.Generator().manual_seed(0)
-    )

@@ -39,6 +39,7 @@ Backends (``backend``):
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -51,7 +52,7 @@ from lightning_rl.envs.atari import AtariEnvInfo
 from lightning_rl.envs.make import atari_game_from_id, is_atari_id, route_mujoco_warnings, vector_atari_settings
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
 from lightning_rl.safe_state import copy_into, decode, encode, env_state, load_env_state
-from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, cpu_count, set_agent_mode
+from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, cpu_count, set_agent_mode, slice_samples
 from lightning_rl.samplers.collectors import act, act_eval, bootstrap_value, reset_agent_envs, restore_traj_infos
 from lightning_rl.samplers.envpool_backend import EnvPoolVectorEnv, envpool_atari_kwargs
 from lightning_rl.samplers.errors import SamplerWorkerError, describe, pickled_type, remote_exception
@@ -114,16 +115,41 @@ def ale_vector_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> tuple[str, dic
     return atari_game_from_id(env_id), kwargs, settings
 
 
+def registered_spec(env_id: str) -> Any:
+    """gymnasium's registration of ``env_id``, or None where there is none.
+
+    A ``"module:Name-v0"`` id imports ``module`` first (it registers the env), as ``gymnasium.make``
+    does, and looks up ``Name-v0``.
+
+    Raises:
+        ValueError: If the module of a ``module:`` id cannot be imported.
+    """
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(f"env_id={env_id!r}: cannot import its module {module!r} ({error})") from error
+    try:
+        return gymnasium.spec(name)
+    except gymnasium.error.Error:
+        return None  # not registered: make_env's own error names it when the probe env is built
+
+
+def _entry_point_name(entry_point: Any) -> str | None:
+    """A spec's entry point as ``"module:Qualname"`` (it may be registered as the class itself)."""
+    if entry_point is None or isinstance(entry_point, str):
+        return entry_point
+    return f"{entry_point.__module__}:{entry_point.__qualname__}"
+
+
 def auto_backend(env_id: str | Callable[..., Any]) -> str:
     """The backend ``backend="auto"`` picks for ``env_id`` (see the module docstring)."""
     if isinstance(env_id, str):
         if is_atari_id(env_id):
             return "ale"
-        try:
-            spec = gymnasium.spec(env_id)
-        except gymnasium.error.Error:
-            spec = None  # not registered: make_env's own error names it when the probe env is built
-        if spec is not None and spec.vector_entry_point in AUTO_VECTOR_ENTRY_POINTS:
+        spec = registered_spec(env_id)
+        if spec is not None and _entry_point_name(spec.vector_entry_point) in AUTO_VECTOR_ENTRY_POINTS:
             return "gymnasium"
     return "sync"
 
@@ -550,7 +576,7 @@ class VectorSampler(BaseSampler):
                 raise ValueError(
                     "autoreset_mode: backend='gymnasium' uses the entry point's own mode; leave autoreset_mode=None"
                 )
-            spec = gymnasium.spec(env_id) if isinstance(env_id, str) else None
+            spec = registered_spec(env_id) if isinstance(env_id, str) else None
             if spec is None or spec.vector_entry_point is None:
                 raise ValueError(
                     f"backend='gymnasium' needs an env id registered with a vector entry point, got env_id={env_id!r}; "
@@ -603,15 +629,19 @@ class VectorSampler(BaseSampler):
                                         **kwargs), settings
             return EnvPoolVectorEnv(str(env_id), n, threads, **env_kwargs), None
         if self.backend == "gymnasium":
-            venv = gymnasium.make_vec(str(env_id), num_envs=n, vectorization_mode="vector_entry_point", **env_kwargs)
-            if type(venv.unwrapped).__name__ == "CartPoleVectorEnv":
-                venv = CartPolePartialReset(venv)
-            elif venv.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
+            spec = registered_spec(str(env_id))
+            venv = gymnasium.make_vec(spec, num_envs=n, vectorization_mode="vector_entry_point", **env_kwargs)
+            name, own_mode = type(venv.unwrapped).__name__, venv.metadata.get("autoreset_mode")
+            if name == "CartPoleVectorEnv":
+                return CartPolePartialReset(venv), None
+            if own_mode != AutoresetMode.SAME_STEP:
                 venv.close()
+                why = (f"autoresets at the next step ({own_mode})" if isinstance(own_mode, AutoresetMode) else
+                       f"does not say how it autoresets (its metadata['autoreset_mode'] is {own_mode!r}: set it "
+                       "to a gymnasium.vector.AutoresetMode)")
                 raise ValueError(
-                    f"backend='gymnasium': {type(venv.unwrapped).__name__} of env_id={env_id!r} autoresets at the next "
-                    "step and cannot reset single copies, which would put reset steps into the samples; "
-                    "use backend='sync'"
+                    f"backend='gymnasium': {name} of env_id={env_id!r} {why}; VectorSampler needs SAME_STEP or a "
+                    "vector env that resets single copies, so that no reset step becomes a sample. Use backend='sync'"
                 )
             return venv, None
         factory = functools.partial(_make_gymnasium_env, env_id, env_kwargs)
@@ -672,7 +702,8 @@ class VectorSampler(BaseSampler):
                 raise ValueError(f"overlap=True: {type(self.agent).__name__} is recurrent; use overlap=False")
             for h in range(2):
                 sl = slice(h * B // 2, (h + 1) * B // 2)
-                half = self._collector(B // 2, self.env_kwargs, self.step_buffer[sl], self.samples[:, sl], "training")
+                half = self._collector(B // 2, self.env_kwargs, self.step_buffer[sl], slice_samples(self.samples, sl),
+                                       "training")
                 self.halves.append((half, sl))
                 rngs = [self.decorrelation_rng(b) for b in range(sl.start, sl.stop)]
                 half.start_envs(self._seeds(self.seed + self.env_ranks[0] + sl.start, B // 2),

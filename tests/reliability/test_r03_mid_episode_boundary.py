@@ -8,7 +8,7 @@ a post-resume one, and no episode statistic merges two episodes."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium
 import numpy as np
@@ -20,6 +20,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from lightning_rl.agents import SacAgent
 from lightning_rl.algos import SAC
+from lightning_rl.replays import ReplayBuffer
 from lightning_rl.samplers import CpuSampler, SerialSampler
 from tests.algos.test_on_policy import make_trainer
 
@@ -130,3 +131,54 @@ def test_sampled_transitions_never_pair_a_pre_save_observation_with_a_post_resum
         nxt = batch.target_inputs.observation[:, 0]
         # In a clock env the bootstrap observation is later in the same episode: never earlier.
         assert (nxt >= obs - 1e-6).all()
+
+
+class _Row(NamedTuple):
+    """One step of a transition replay: an observation ``t / 100`` of the step's row ``t``."""
+
+    observation: Any
+    action: Any
+    reward: Any
+    done: Any
+    truncated: Any
+
+
+def _rows(first: int, n: int, B: int = 2) -> _Row:
+    t = np.arange(first, first + n, dtype=np.float32)[:, None, None] / 100
+    return _Row(observation=np.broadcast_to(t, (n, B, 1)).copy(), action=np.zeros((n, B, 1), np.float32),
+                reward=np.ones((n, B), np.float32), done=np.zeros((n, B), bool), truncated=np.zeros((n, B), bool))
+
+
+@pytest.mark.parametrize("kind", ["uniform", "prioritized", "sequence"])
+def test_every_replay_cuts_its_n_step_targets_at_the_boundary(kind):
+    # 10 rows before the boundary, 6 after: with n = 3 the targets of rows 7, 8, 9 are cut by hand
+    # to 2, 1 and 0 steps (row 9's own step is the cut one), the rows before keep 3, and nothing
+    # drawn from the replay bootstraps from a row past the boundary.
+    kwargs: dict[str, Any] = {"prioritized": kind == "prioritized"}
+    if kind == "sequence":
+        kwargs.update(sequence_T=2, rnn_state_interval=1)
+    example = _Row(*(x[0, 0] for x in _rows(0, 1)))
+    replay = ReplayBuffer(example, size=64, B=2, discount=0.5, n_step_return=3, seed=0, **kwargs)
+    replay.append_samples(_rows(0, 10))
+    replay.mark_boundary()
+    replay.append_samples(_rows(100, 6))
+    storage = replay.storage
+    n_steps, truncated_n = storage.n_steps[:10, 0], storage.truncated_n[:10, 0]
+    assert n_steps.tolist() == [3] * 7 + [2, 1, 0]
+    assert truncated_n.tolist() == [False] * 7 + [True] * 3
+    np.testing.assert_allclose(storage.return_[7:10, 0], [1.5, 1.0, 0.0])
+    torch.manual_seed(0)
+    for _ in range(20):
+        batch = replay.sample_batch(8)
+        obs = batch.agent_inputs.observation[..., 0]
+        if kind == "sequence":
+            # Observations [sequence_T + n, N]; training row t < sequence_T bootstraps from
+            # observation row t + n_steps of the same sequence.
+            rows = torch.arange(batch.n_steps.shape[0])[:, None] + batch.n_steps.long()
+            nxt = obs.gather(0, rows)
+            before = obs[: rows.shape[0]] < 1.0
+        else:
+            nxt = batch.target_inputs.observation[..., 0]
+            before = obs < 1.0  # rows written before the boundary (t / 100 < 1)
+        assert before.any()
+        assert (nxt[before] < 1.0).all(), "a target bootstraps across the boundary"

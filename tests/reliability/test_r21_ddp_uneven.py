@@ -1,14 +1,15 @@
 """Row 21: DDP on two CPU ranks (gloo) whose data are uneven never hangs.
 
-An epoch is a fixed number of sampler iterations on every rank (``log_interval_steps // (T *
-B)``, ``RLModule.iterations_per_epoch``), whatever the episodes do, so batch counts are equal by
+An epoch is a fixed number of sampler iterations on every rank (``log_interval_steps // (T * B *
+world size)``: both budgets count all ranks, ``RLModule.iterations_per_epoch``), whatever the
+episodes do, so batch counts are equal by
 construction; what differs between ranks is the episodes. Here rank 0's envs end an episode
 every 3 steps and rank 1's never end one (the env's episode length depends on its seed, and the
 sampler seeds env ``b`` of rank ``r`` with ``seed + r * B + b``), so episode statistics exist on
 one rank only. Checked:
 
 * PPO and DQN finish their budget; every rank ran the same number of batches in every epoch
-  (2 = 32 env steps per epoch / 16 per batch, by hand);
+  (2 = 64 env steps per epoch over both ranks / (16 per batch x 2 ranks), by hand);
 * the episode metrics, logged from the rank that has episodes, are synced on both ranks: both
   report rank 0's values (every episode returns 3, 2 envs x 48 steps / 3 = 32 episodes);
 * an evaluation that finishes episodes on rank 0 only either reports rank 0's episodes on both
@@ -98,8 +99,8 @@ def build(algo: str, evaluate: bool) -> pl.LightningModule:
 
     eval_kwargs: dict[str, Any] = {"eval_n_envs": 1, "eval_max_steps": 10} if evaluate else {}
     sampler = SerialSampler(env_id=SeedLengthEnv, batch_T=8, batch_B=2, **eval_kwargs)
-    # 192 env steps over both ranks: 96 per rank, 6 batches of 16, 3 epochs of 32.
-    common: dict[str, Any] = dict(total_env_steps=192, log_interval_steps=32, seed=0)
+    # 192 env steps over both ranks: 96 per rank, 6 batches of 16, 3 epochs of 64 (32 per rank).
+    common: dict[str, Any] = dict(total_env_steps=192, log_interval_steps=64, seed=0)
     if algo == "ppo":
         return PPO(CategoricalPgAgent(hidden_sizes=[8]), sampler, minibatches=2, epochs=1, **common)
     return DQN(DqnAgent(hidden_sizes=[8]), sampler, batch_size=8, replay_size=256, min_steps_learn=16,

@@ -104,7 +104,9 @@ def test_play_records_a_non_empty_video(run_dir):
 
     reader = imageio.get_reader(video, "ffmpeg")
     try:
-        assert reader.count_frames() == length + 1  # the reset frame, then one per step
+        # The reset frame, then one per step; gymnasium's RecordVideo (moviepy, ffmpeg) may drop the
+        # last one: plain CartPole episodes of 8, 9 and 10 steps gave 9, 10 and 10 frames.
+        assert length <= reader.count_frames() <= length + 1
     finally:
         reader.close()
 

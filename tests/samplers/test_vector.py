@@ -111,14 +111,15 @@ def test_ale_backend_equals_atari_env_frame_for_frame(game, mode):
     # and our AtariEnv (serial sampler) must give identical frames, rewards, flags, game scores
     # and episodes; Breakout's lost lives end episodes but not the game (5 lives, game over).
     # With overlap=True the two halves take turns (send/recv) and the agent acts for one half at
-    # a time (an alternating agent): the batches must still be the serial sampler's.
+    # a time (an alternating agent): the batches must still be the serial sampler's, the value of
+    # each env's last observation (bootstrap_value, which PPO and A2C ask for) included.
     env_kwargs = dict(max_start_noops=0, repeat_action_probability=0.0)
     runs = []
     variants = ((SerialSampler, {}), (VectorSampler, {"backend": "ale", "autoreset_mode": mode}),
                 (VectorSampler, {"backend": "ale", "autoreset_mode": mode, "overlap": True}))
     for cls, kw in variants:
         sampler = cls(f"ALE/{game}-v5", env_kwargs=env_kwargs, batch_T=50, batch_B=4, **kw)
-        sampler.initialize(ObsAgent(n_actions=4, alternating=bool(kw.get("overlap"))), seed=7)
+        sampler.initialize(ObsAgent(n_actions=4, alternating=bool(kw.get("overlap"))), seed=7, bootstrap_value=True)
         assert sampler.frame_stack == 4
         batches, trajs = [], []
         for itr in range(5):
@@ -356,3 +357,4 @@ def test_ppo_cartpole_config_learns_to_475_with_the_vector_backend(tmp_path, mon
     state = torch.load(ckpt_dir / "last.ckpt", weights_only=True)
     early = next(v for k, v in state["callbacks"].items() if k.startswith("EarlyStopping"))
     assert early["stopped_epoch"] > 0 and state["epoch"] == early["stopped_epoch"] < 97
+
