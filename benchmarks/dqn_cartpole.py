@@ -50,10 +50,9 @@ ZOO_CONFIG = CONFIG.with_name("cartpole_zoo.yaml")
 
 def child_lightning_rl(seed: int, budget: int, criterion: str, config_path: str = str(CONFIG)) -> dict:
     import torch
+    import yaml
 
     from lightning_rl.cli import main
-
-    import yaml
 
     config = config_path
     if criterion == "train":

@@ -16,7 +16,7 @@ and this thread's CPU time.
 
 Two plain loops (``--plain``, both by default): ``torch``, the loop as written by hand
 (``optimizer.zero_grad()``, ``optimizer.step()``), and ``direct``, the same loop making
-lightning_rl's update calls (:func:`~lightning_rl.algos.optim.adam_step`), which leaves only the
+lightning_rl's update calls (:func:`~lightning_rl.algos.private_fast_paths.adam_step`), which leaves only the
 framework around the updates as the difference.
 
 Usage::
@@ -37,7 +37,8 @@ from torch.utils.data import IterableDataset
 
 from lightning_rl.agents import CategoricalPgAgent
 from lightning_rl.algos import PPO
-from lightning_rl.algos.optim import adam_step, build_optimizer, clip_grad_norm_
+from lightning_rl.algos.optim import build_optimizer, clip_grad_norm_
+from lightning_rl.algos.private_fast_paths import adam_step
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
 from lightning_rl.samplers import SerialSampler
 
@@ -89,7 +90,7 @@ class PlainLoop:
 
     ``update``: "torch" steps as one writes it by hand (``optimizer.zero_grad()``, ``backward``,
     clip, ``optimizer.step()``); "direct" makes the same calls as lightning_rl's direct update
-    path (gradients set to None, :func:`~lightning_rl.algos.optim.adam_step`), so that only the
+    path (gradients set to None, :func:`~lightning_rl.algos.private_fast_paths.adam_step`), so that only the
     framework around the updates differs.
     """
 

@@ -33,14 +33,15 @@ import copy
 import gc
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import psutil
 import torch
 
 from lightning_rl.data import namedarraytuple
-from lightning_rl.replays import ReplayBuffer, UniformSampler
+from lightning_rl.replays import ReplayBuffer, UniformIndex
 
 Transition = namedarraytuple("Transition", ["observation", "action", "reward", "done", "truncated"])
 CHUNK = 1000  # steps per append while filling
@@ -90,7 +91,7 @@ def build_ours(shape: str, chunk: Any, size: int) -> tuple[ReplayBuffer, ReplayB
         replay.append_samples(chunk)
     fill_s = time.perf_counter() - start
     uniform = copy.copy(replay)
-    uniform.sampler = UniformSampler(replay.storage, replay.sampler.min_age, exclude_truncated=True, rng=replay.rng)
+    uniform.sampler = UniformIndex(replay.storage, replay.sampler.min_age, exclude_truncated=True, rng=replay.rng)
     return replay, uniform, fill_s
 
 

@@ -587,7 +587,7 @@ def make_cli(args: list[str] | None, callbacks: Sequence[pl.Callback] = ()) -> R
 def main(args: list[str] | None = None) -> None:
     """Entry point of ``lightning-rl`` (``args`` replaces ``sys.argv[1:]``, for tests)."""
     # Import the algorithm packages so `--model PPO` and class_path names resolve.
-    import lightning_rl.algos  # noqa: F401
+    import lightning_rl.algos.catalog  # noqa: F401
     import lightning_rl.callbacks  # noqa: F401
     from lightning_rl.video import choose_gl_backend
 

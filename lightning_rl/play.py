@@ -28,7 +28,7 @@ def play_episodes(
     """Play ``episodes`` with the module's agent on one env built like the sampler's.
 
     Videos (``video_folder``) are named ``<name_prefix>-episode-<i>.mp4``; on a machine without a
-    display MuJoCo renders through EGL or OSMesa (:func:`lightning_rl.video.choose_gl_backend`).
+    display MuJoCo renders through EGL or OSMesa (:func:`lightning_rl.envs.rendering.choose_gl_backend`).
 
     Returns:
         ``{"return", "length"}`` per episode.
@@ -38,7 +38,7 @@ def play_episodes(
     sampler = module.sampler
     env_kwargs = dict(sampler.env_kwargs or {})
     if video_folder is not None:
-        from lightning_rl.video import choose_gl_backend
+        from lightning_rl.envs.rendering import choose_gl_backend
 
         choose_gl_backend()
     env = _make_recording_env(sampler.env_id, env_kwargs, video_folder, name_prefix)

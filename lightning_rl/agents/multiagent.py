@@ -5,8 +5,7 @@ after conversion), and optionally a dict observation space with the same keys (e
 view); otherwise every agent sees the whole observation. :class:`MultiAgent` holds one sub-agent
 per name and answers ``step`` with namedarraytuples that have one field per agent, so the
 sampler's ``[T, B]`` buffers hold ``action.<name>``, ``agent_info.<name>`` (with each
-recurrent sub-agent's ``prev_rnn_state``) and ``bootstrap_value.<name>``: the
-``/agents/<name>/...`` entries of :class:`~lightning_rl.explorer.Explorer` trajectories.
+recurrent sub-agent's ``prev_rnn_state``) and ``bootstrap_value.<name>``.
 """
 
 from __future__ import annotations

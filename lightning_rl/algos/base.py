@@ -1,20 +1,15 @@
-"""The LightningModule every algorithm builds on: agent, sampler, env-step budgets, exact resume.
+"""The LightningModule every algorithm builds on: agent, sampler, hyperparameters, env-step budgets,
+the one update path (:meth:`RLModule.optimize`), exact resume.
 
-Flow (DESIGN.md): ``setup()`` builds this rank's sampler, envs and models; ``train_dataloader()``
-wraps the algorithm's IterableDataset in ``DataLoader(batch_size=None)``; ``training_step`` updates
-with manual optimization; an epoch is ``log_interval_steps`` env steps. Checkpoints carry the
-counters, the sampler state, RNG states and the shuffle generator, so resumes are exact.
-
-Direct updates: :meth:`RLModule.update_step` calls ``zero_grad``, ``backward``, the gradient
-clip and ``step`` itself when nothing would see Lightning's per-update hooks (one device, 32-bit,
-no hook overridden; see :meth:`RLModule.direct_updates_safe`), with the same arithmetic and
-counters as Lightning's manual optimization, which it uses otherwise.
+``setup()`` builds this rank's sampler, envs and models; ``train_dataloader()`` wraps the
+algorithm's IterableDataset; ``training_step`` updates with manual optimization; an epoch is
+``log_interval_steps`` env steps. Checkpoints carry counters, sampler state, RNG states and the
+shuffle generator, so resumes are exact. Hyperparameters are declared once
+(:mod:`lightning_rl.algos.hparams`); every subclass gets a flat keyword-only ``__init__``.
 """
 
 from __future__ import annotations
 
-import io
-import math
 import os
 from collections.abc import Sequence
 from typing import Any, cast
@@ -26,26 +21,13 @@ from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from torch.utils.data import DataLoader, IterableDataset
 
 from lightning_rl.agents.base import BaseAgent
-from lightning_rl.algos.checkpointing import (
-    RLCheckpointIO,
-    load_data,
-    load_module_state,
-    migrate_config,
-    migrate_hyperparameters,
-    save_before_stopping,
-    save_module_state,
-)
+from lightning_rl.algos import private_fast_paths
+from lightning_rl.algos.checkpointing import RLCheckpointIO, load_module_state, save_before_stopping, save_module_state
 from lightning_rl.algos.data_loader import rl_data_loader
-from lightning_rl.algos.loading import module_from_config
-from lightning_rl.algos.off_policy import (
-    AsyncShutdownCallback,
-    ReplaySetup,
-    frame_stack_of,
-    samples_to_buffer,
-    uninitialized_copy,
-)
+from lightning_rl.algos.episode_stats import EpisodeStatsCallback
+from lightning_rl.algos.hparams import FRACTION, INT_AT_LEAST_1, POSITIVE, bind, hparam, install_init
+from lightning_rl.algos.loading import CheckpointLoading
 from lightning_rl.algos.optim import (
-    FiniteCheck,
     LRSchedulerCallable,
     OptimizerCallable,
     build_optimizer,
@@ -56,88 +38,109 @@ from lightning_rl.algos.optim import (
     mean_over_ranks,
     step_lr_schedulers,
     update_step,
+    with_lr_schedulers,
 )
+from lightning_rl.algos.throughput import ThroughputCallback
 from lightning_rl.data.buffers import buffer_to
+from lightning_rl.datasets.evaluation import EvaluationDataset
 from lightning_rl.datasets.state import TrainState
 from lightning_rl.samplers.base import BaseSampler
 
-__all__ = ["LRSchedulerCallable", "OptimizerCallable", "RLModule", "build_optimizer", "clip_grad_norm_", "mean_metrics"]
+__all__ = [
+    "LRSchedulerCallable", "OptimizerCallable", "RLModule", "build_optimizer", "clip_grad_norm_", "mean_metrics",
+    "private_fast_paths",
+]
 
 _NO_PROFILER = PassThroughProfiler()
+#: A max gradient norm: one for all optimizers, one per optimizer, or None.
+Clip = float | None | Sequence[float | None]
 
 
-class RLModule(pl.LightningModule):
+class RLModule(CheckpointLoading, pl.LightningModule):
     """Base class of lightning_rl algorithms (manual optimization, env-step budgets).
 
-    Subclasses implement :meth:`make_dataset`, ``training_step`` and ``configure_optimizers``.
-
-    Args:
-        agent: The acting policy (``class_path``/``init_args`` in YAML); its models are built in
-            ``setup()`` from the env's spaces.
-        sampler: Collects ``[T, B]`` batches (serial, CPU or GPU sampler, ...). Holds the env id.
-        total_env_steps: The env-step budget, counted over all DDP ranks: training stops before any
-            sampler iteration would step envs past it (at the last whole iteration within it);
-            None: no limit beyond the Trainer's own.
-        log_interval_steps: Env steps per Lightning epoch, counted over all DDP ranks as the budget is
-            (in whole sampler iterations, at least one): the logging, checkpoint and evaluation
-            interval.
-        seed: Base seed of the envs; default: the seed given to ``seed_everything``, else 0.
-        checkpoint_sampler_state: Put the sampler state (for the serial sampler: the envs' state,
-            as data) into checkpoints so resumes are exact.
-        torch_threads: Threads for torch's CPU ops in the training process (``None``: torch's
-            default). Small MLPs train several times faster with 1, most of all when other
-            processes (sampler workers) share the cores.
-        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer,
-            stepped once per sampler iteration and checkpointed; None: none.
+    Subclasses declare their hyperparameters (:func:`~lightning_rl.algos.hparams.hparam`) and
+    implement :meth:`make_dataset`, ``training_step`` and ``configure_optimizers``; cross-parameter
+    checks go in :meth:`check_hyperparameters`, other state in :meth:`__post_init__`.
     """
 
     agent: BaseAgent
     sampler: BaseSampler
 
-    def __init__(
-        self,
-        agent: BaseAgent,
-        sampler: BaseSampler,
-        *,
-        total_env_steps: int | None,
-        log_interval_steps: int,
-        seed: int | None,
-        checkpoint_sampler_state: bool,
-        torch_threads: int | None,
-        lr_scheduler: LRSchedulerCallable | None = None,
-    ) -> None:
+    total_env_steps: int | None = hparam(
+        None, "The env-step budget, counted over all DDP ranks: training stops before any sampler iteration "
+        "would step envs past it; None: no limit beyond the Trainer's.", check=POSITIVE)
+    log_interval_steps: int = hparam(
+        10_000, "Env steps per Lightning epoch, counted over all DDP ranks (in whole sampler iterations, at "
+        "least one): the logging, checkpoint and evaluation interval.", check=INT_AT_LEAST_1)
+    seed: int | None = hparam(None, "Env base seed; None: the seed given to ``seed_everything``, else 0.")
+    checkpoint_sampler_state: bool = hparam(
+        True, "Put the sampler state (the envs' state, as data) into checkpoints so resumes are exact.")
+    torch_threads: int | None = hparam(
+        None, "Threads for torch's CPU ops in the training process (None: torch's default); small MLPs "
+        "train fastest with 1.", check=INT_AT_LEAST_1)
+    discount: float = hparam(0.99, "Discount factor gamma.", check=FRACTION)
+    learning_rate: float = hparam(
+        1e-3, "Initial learning rate (of the policy, where critics have their own).", check=POSITIVE)
+    optimizer: OptimizerCallable | None = hparam(
+        None, "Any torch optimizer (``class_path``/``init_args``; it gets each network's learning rate); "
+        "None: Adam with ``optimizer_eps``.")
+    optimizer_eps: float = hparam(1e-8, "Epsilon of the default Adam.", check=POSITIVE)
+    lr_scheduler: LRSchedulerCallable | None = hparam(
+        None, "Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped once per "
+        "sampler iteration and checkpointed; None: none.")
+    linear_lr_schedule: bool = hparam(
+        False, "Decay the learning rates linearly to zero over ``total_env_steps`` (set before each "
+        "iteration's updates from the env steps collected so far).")
+    clip_grad_norm: float | None = hparam(
+        None, "Max gradient norm of each optimizer's parameters; None: no clipping.", check=POSITIVE)
+    direct_updates: bool = hparam(
+        True, "Skip Lightning's per-update hook dispatch when nothing uses it (same updates, less time).")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        install_init(cls, RLModule)
+
+    def __init__(self, agent: BaseAgent, sampler: BaseSampler, **hparams: Any) -> None:
         super().__init__()
-        if torch_threads is not None and torch_threads < 1:
-            raise ValueError(f"torch_threads must be >= 1 or None, got {torch_threads}")
-        if total_env_steps is not None and total_env_steps <= 0:
-            raise ValueError(f"total_env_steps must be positive, got {total_env_steps}")
-        if log_interval_steps <= 0:
-            raise ValueError(f"log_interval_steps must be positive, got {log_interval_steps}")
+        # Every hyperparameter, checked; Lightning's save_hyperparameters reads this frame's `hparams`.
+        hparams = bind(type(self), hparams)
+        for name, value in hparams.items():
+            setattr(self, name, value)
         self.automatic_optimization = False
         self.agent = agent
         self.sampler = sampler
-        self.total_env_steps = total_env_steps
-        self.log_interval_steps = log_interval_steps
-        self.seed = seed
-        self.checkpoint_sampler_state = checkpoint_sampler_state
-        self.torch_threads = torch_threads
-        self.lr_scheduler = lr_scheduler
         self.train_state = TrainState()
         self.minibatch_generator = np.random.default_rng(self._base_seed())
         self._sampler_ready = False
-        #: Allow the direct update path (see the module docstring); False forces Lightning's path.
-        self.direct_updates = True
         self._direct = False
-        self._finite_check: FiniteCheck | None = None
-        #: Off-policy algorithms compose a replay here (built in ``setup``, saved with checkpoints).
-        self.replay_setup: ReplaySetup | None = None
-        #: Off-policy algorithms: act uniformly before ``min_steps_learn`` (None: the agent decides).
-        self.pretrain_uniform: bool | None = None
+        self._finite_tensors: list[torch.Tensor] | None = None
         #: The model's config as plain data (``{class_path, init_args}``), set by the CLI and saved in
         #: checkpoints, so that :meth:`load_from_checkpoint` needs nothing but the path.
         self.run_config: dict[str, Any] | None = None
         #: ``(return, length)`` of each episode of the last ``validate``/``test`` evaluation.
         self.eval_episodes: list[tuple[float, float]] = []
+        self.check_hyperparameters()
+        self.__post_init__()
+        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer", "lr_scheduler"])
+
+    def check_hyperparameters(self) -> None:
+        """Raise ``ValueError`` on a bad combination of hyperparameters (each value is checked already)."""
+        if self.linear_lr_schedule and self.lr_scheduler is not None:
+            raise ValueError("linear_lr_schedule=True and an lr_scheduler both set the learning rate: choose one")
+        if self.linear_lr_schedule and self.total_env_steps is None:
+            raise ValueError("linear_lr_schedule=True needs total_env_steps to know where the schedule ends")
+
+    def __post_init__(self) -> None:
+        """After the hyperparameters are set and checked: build what else the algorithm holds."""
+
+    #: The replay that checkpoints save with an off-policy algorithm (None here).
+    replay_setup: Any = None
+
+    @property
+    def replay(self) -> Any:
+        """The replay buffer (None: this algorithm has none)."""
+        return None
 
     def _base_seed(self) -> int:
         if self.seed is not None:
@@ -155,52 +158,26 @@ class RLModule(pl.LightningModule):
             return
         if self.torch_threads is not None:
             torch.set_num_threads(self.torch_threads)
-        if self.replay_setup is not None:
-            # Before the sampler starts (and forks) its workers, so their agent copies see it too.
-            self.replay_setup.prepare_agent(self.agent, self.sampler.batch_spec.size, self.pretrain_uniform)
         rank = self.trainer.global_rank if self._trainer is not None else 0
         world_size = self.trainer.world_size if self._trainer is not None else 1
         seed = self._base_seed()
         self.minibatch_generator = np.random.default_rng([seed, rank])
-        run_async = self.replay_setup is not None and self.replay_setup.async_sampling and stage == "fit"
-        sampler_copy = uninitialized_copy(self.sampler) if run_async else None
-        self.sampler.initialize(
-            self.agent, seed=seed, rank=rank, world_size=world_size, bootstrap_value=self.bootstrap_value
-        )
-        if run_async:
-            assert self.replay_setup is not None
-            # Forked while the agent is still on CPU; the training process's sampler only evaluates.
-            self.replay_setup.build(self, seed=seed * 1000 + rank)
-            self.replay_setup.start_async(self, sampler_copy, seed=seed, rank=rank, world_size=world_size)
+        self.initialize_sampler(stage, seed=seed, rank=rank, world_size=world_size)
         device = self.trainer.strategy.root_device if self._trainer is not None else torch.device("cpu")
         self.agent.to_device(device)
         self._sampler_ready = True
-        if self.replay_setup is not None and stage == "fit" and not run_async:
-            # Allocated from one step of the sampler's buffer (its dtypes and shapes).
-            self.replay_setup.build(self, seed=seed * 1000 + rank)
         if self._trainer is not None and not isinstance(self.trainer.strategy.checkpoint_io, RLCheckpointIO):
             strategy = self.trainer.strategy
             strategy.checkpoint_io = RLCheckpointIO(strategy.checkpoint_io)
 
-    @property
-    def replay(self) -> Any:
-        """The replay buffer of an off-policy algorithm once built (None before ``setup`` or on-policy)."""
-        return None if self.replay_setup is None else self.replay_setup.replay
-
-    def samples_to_buffer(self, samples: Any) -> Any:
-        """The part of the sampler's ``Samples`` ``[T, B]`` the replay stores (transitions)."""
-        return samples_to_buffer(samples)
-
-    def replay_kwargs(self) -> dict[str, Any]:
-        """Extra :class:`~lightning_rl.replays.ReplayBuffer` arguments (frame storage, sequences)."""
-        samples = self.sampler.samples
-        assert samples is not None, "the sampler is initialized in setup()"
-        return {"frame_stack": frame_stack_of(samples.env.observation, self.sampler.frame_stack)}
+    def initialize_sampler(self, stage: str, seed: int, rank: int, world_size: int) -> None:
+        """Initialize the sampler (its envs, the agent's models), before the agent moves to its device."""
+        self.sampler.initialize(
+            self.agent, seed=seed, rank=rank, world_size=world_size, bootstrap_value=self.bootstrap_value
+        )
 
     def teardown(self, stage: str) -> None:
         if self._sampler_ready and stage == "fit":
-            if self.replay_setup is not None:
-                self.replay_setup.shutdown_async()
             self.sampler.shutdown()
             self._sampler_ready = False
 
@@ -218,8 +195,6 @@ class RLModule(pl.LightningModule):
 
     def make_dataset(self) -> IterableDataset:
         """The algorithm's IterableDataset over the sampler (and replay)."""
-        if self.replay_setup is not None:
-            return self.replay_setup.dataset(self, self.samples_to_buffer)
         raise NotImplementedError(f"{type(self).__name__} must implement make_dataset()")
 
     def train_dataloader(self) -> DataLoader:
@@ -238,14 +213,8 @@ class RLModule(pl.LightningModule):
 
     def configure_callbacks(self) -> list[pl.Callback]:
         """Episode statistics and throughput are part of every run."""
-        from lightning_rl.callbacks import EpisodeStatsCallback, ThroughputCallback
-
-        callbacks: list[pl.Callback] = [EpisodeStatsCallback(), ThroughputCallback()]
-        if self.replay_setup is not None and self.replay_setup.async_sampling:
-            callbacks.append(AsyncShutdownCallback())
-        # Last of the module's callbacks, before every ModelCheckpoint (Lightning runs those last).
-        callbacks.append(EndOfIteration())
-        return callbacks
+        # EndOfIteration last of the module's callbacks, before every ModelCheckpoint (Lightning runs those last).
+        return [EpisodeStatsCallback(), ThroughputCallback(), EndOfIteration()]
 
     def val_dataloader(self) -> Any:
         # Fit evaluates through EvaluationCallback; only `validate` uses the validation loop.
@@ -255,8 +224,6 @@ class RLModule(pl.LightningModule):
 
     def test_dataloader(self) -> Any:
         """Evaluation episodes (``validate`` and ``test`` both run them, logged as ``eval/...``)."""
-        from lightning_rl.callbacks.evaluation import EvaluationDataset
-
         return rl_data_loader(EvaluationDataset(self))
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
@@ -269,7 +236,7 @@ class RLModule(pl.LightningModule):
 
     def on_train_start(self) -> None:
         self._direct = self.direct_updates and self.direct_updates_safe()
-        self._finite_check = FiniteCheck(self.float_parameters())  # fixed during fit; made once for row 14's check
+        self._finite_tensors = self.float_parameters()  # fixed during fit: listed once
 
     def float_parameters(self) -> list[torch.Tensor]:
         return [p for p in self.parameters() if p.is_floating_point()]
@@ -278,26 +245,39 @@ class RLModule(pl.LightningModule):
         """Whether an update may bypass Lightning's hook dispatch without changing anything."""
         return self._trainer is not None and direct_updates_safe(self, self.trainer)
 
-    def update_step(
-        self,
-        optimizers: Sequence[Any],
-        loss: torch.Tensor,
-        clip_grad_norm: float | None | Sequence[float | None] = None,
-    ) -> None:
-        """One update of ``optimizers`` on ``loss`` (not counted): :func:`~lightning_rl.algos.optim.update_step`,
-        direct or through Lightning (see the module docstring); ``FloatingPointError`` on a non-finite loss."""
-        update_step(self, optimizers, loss, clip_grad_norm, direct=self._direct)
+    def build_optimizer(self, params: Any, learning_rate: float | None = None) -> torch.optim.Optimizer:
+        """``optimizer`` (or Adam with ``optimizer_eps``) over ``params`` at ``learning_rate``."""
+        lr = self.learning_rate if learning_rate is None else learning_rate
+        return build_optimizer(self.optimizer, params, lr, self.optimizer_eps)
 
-    def optimize(self, optimizer: Any, loss: torch.Tensor, clip_grad_norm: float | None) -> None:
-        """One counted update of one optimizer (:meth:`update_step`), timed as ``learner/update`` by a
-        profiler (the default no-op one is skipped: entering its context costs more than it seems)."""
+    def with_lr_schedulers(self, optimizers: Any) -> Any:
+        """``optimizers`` as ``configure_optimizers`` returns them, with ``lr_scheduler``'s schedulers."""
+        return with_lr_schedulers(optimizers, self.lr_scheduler)
+
+    def configure_optimizers(self) -> Any:
+        """One optimizer over the agent's model, with ``lr_scheduler``'s schedulers."""
+        return self.with_lr_schedulers(self.build_optimizer(self.agent.parameters_for("model")))
+
+    def optimize(self, optimizers: Any, loss: torch.Tensor, clip_grad_norm: Clip, count: int = 1) -> None:
+        """The one update path (:func:`~lightning_rl.algos.optim.update_step`) of ``optimizers`` (one or
+        a list; disjoint parameters) on ``loss``: finite-loss check, zero grads, one backward, clip
+        (``clip_grad_norm``: one for all, one per optimizer, or None), step each, then
+        ``train_state.updates += count`` (0: a step inside a counted update). Timed as
+        ``learner/update`` by a profiler (the default no-op one is skipped: entering its context costs
+        more than it seems)."""
+        listed = optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
         profiler = self.profiler
         if type(profiler) is PassThroughProfiler:
-            self.update_step([optimizer], loss, clip_grad_norm)
+            update_step(self, listed, loss, clip_grad_norm, direct=self._direct)
         else:
             with profiler.profile("learner/update"):
-                self.update_step([optimizer], loss, clip_grad_norm)
-        self.train_state.updates += 1
+                update_step(self, listed, loss, clip_grad_norm, direct=self._direct)
+        self.train_state.updates += count
+
+    def optimizer_list(self) -> list[Any]:
+        """``self.optimizers()`` as a list (Lightning returns a lone optimizer unwrapped)."""
+        optimizers = self.optimizers()
+        return optimizers if isinstance(optimizers, list) else [optimizers]
 
     def schedule_factor(self) -> float:
         """``1 - env steps (all ranks) before this iteration / total_env_steps``: the linear
@@ -330,21 +310,17 @@ class RLModule(pl.LightningModule):
 
         Every ``Trainer(log_every_n_steps)`` iterations, at the last iteration of each epoch (so
         epoch-end callbacks such as EarlyStopping see fresh values) and at the end of the budget;
-        Lightning's per-key bookkeeping costs as much as a small update (DESIGN.md).
+        Lightning's per-key bookkeeping costs as much as a small update.
         """
         itr = self.train_state.itr
         every = cast(Any, self.trainer).log_every_n_steps if self._trainer is not None else 1
         return itr % max(every, 1) == 0 or itr % self.iterations_per_epoch == 0 or self.budget_reached
 
     def log_step_metrics(self, metrics: dict[str, Any], reduce: bool = True) -> None:
-        """Log a sampler iteration's aggregates, with env steps (over all ranks) as the x-axis.
-
-        They go to the loggers directly (``logger.log_metrics(..., step=env_steps)``, DESIGN.md "One
-        x-axis") and into ``trainer.callback_metrics`` for callbacks and the progress display, without
-        Lightning's per-key ``self.log`` bookkeeping, which costs more than a small update. Under DDP
-        the mean over ranks unless ``reduce`` is False (values equal on every rank already): one
-        all-reduce, which every rank reaches, since :meth:`logging_due` is the same on every rank.
-        """
+        """Log a sampler iteration's aggregates against env steps (all ranks), to the loggers and
+        ``trainer.callback_metrics`` directly (Lightning's per-key ``self.log`` bookkeeping costs more
+        than a small update). Under DDP the mean over ranks unless ``reduce`` is False: one all-reduce,
+        which every rank reaches (:meth:`logging_due` is the same on every rank)."""
         if not self.logging_due() or self._trainer is None:
             return
         trainer = self.trainer
@@ -362,6 +338,9 @@ class RLModule(pl.LightningModule):
         world = self.trainer.world_size if self._trainer is not None else 1
         return self.train_state.env_steps * world
 
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        self.apply_lr_schedule(self.optimizer_list(), self.linear_lr_schedule)
+
     def end_of_iteration(self) -> None:
         """After each sampler iteration's ``training_step``: the finite check, the LR schedulers'
         step, the budget; when the run stops, the checkpoints of a stop in the middle of an epoch.
@@ -373,9 +352,6 @@ class RLModule(pl.LightningModule):
         self.check_finite_parameters()
         if self.lr_scheduler is not None:  # manual optimization: stepped here, once per iteration
             step_lr_schedulers(self.lr_schedulers())
-        runner = None if self.replay_setup is None else self.replay_setup.async_runner
-        if runner is not None:
-            self.log_step_metrics(runner.metrics(self.train_state.updates))
         trainer = self.trainer
         # ModelCheckpoint names files by ``step`` (``{epoch}-{step}``): env steps, the x-axis, kept
         # current at every iteration, so checkpoints saved within an epoch get names of their own.
@@ -387,52 +363,14 @@ class RLModule(pl.LightningModule):
 
     def check_finite_parameters(self) -> None:
         """Raise ``FloatingPointError`` naming the parameters that hold a NaN or an infinity, after
-        every training step (:func:`~lightning_rl.algos.optim.check_finite_parameters`, row 14)."""
-        check_finite_parameters(self, self._finite_check or FiniteCheck(self.float_parameters()))
+        every training step (:func:`~lightning_rl.algos.optim.check_finite_parameters`)."""
+        check_finite_parameters(self, self._finite_tensors or self.float_parameters())
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         save_module_state(self, checkpoint)
 
-    @classmethod
-    def load_from_checkpoint(
-        cls, checkpoint_path: Any, map_location: Any = None, hparams_file: Any = None, strict: bool | None = None,
-        weights_only: bool | None = None, **kwargs: Any,
-    ) -> Any:
-        """Lightning's ``load_from_checkpoint``, reading the file as data only.
-
-        ``PPO.load_from_checkpoint(path)`` needs nothing else when the checkpoint carries its config
-        (every checkpoint of a ``lightning-rl`` run does): the agent, sampler and hyperparameters are
-        built from it, then the weights and counters are loaded. Given ``agent``/``sampler`` keyword
-        arguments (or a checkpoint without a config), Lightning's own loading runs.
-
-        Raises:
-            ValueError: If ``weights_only`` is False, the file would need unpickling (nothing in it
-                runs), or the checkpoint's module is not a ``cls``.
-        """
-        if weights_only is False:
-            raise ValueError("lightning_rl reads checkpoints as data only (weights_only=True); drop weights_only")
-        data = load_data(checkpoint_path)  # refuses a file that needs unpickling, naming it
-        config = (data.get("lightning_rl") or {}).get("config")
-        if config and not kwargs and hparams_file is None:
-            return module_from_config(cls, migrate_config(config), data, map_location)
-        # Lightning's own loading, from the hyperparameters in today's form (older versions named
-        # the optimizer): handed over as an in-memory copy of the checkpoint.
-        data["hyper_parameters"] = migrate_hyperparameters(data.get("hyper_parameters") or {})
-        buffer = io.BytesIO()
-        torch.save(data, buffer)
-        buffer.seek(0)
-        return super().load_from_checkpoint(
-            buffer, map_location=map_location, hparams_file=hparams_file, strict=strict, weights_only=True, **kwargs,
-        )
-
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         load_module_state(self, checkpoint)
-
-    @staticmethod
-    def check_positive(name: str, value: float, allow_zero: bool = False) -> None:
-        """Raise ``ValueError`` naming ``name`` unless ``value`` is positive (or zero if allowed)."""
-        if value < 0 or (value == 0 and not allow_zero) or (isinstance(value, float) and math.isnan(value)):
-            raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
 
 
 class EndOfIteration(pl.Callback):

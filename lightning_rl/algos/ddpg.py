@@ -28,32 +28,25 @@ critics (one here), and ``L_mu`` uses the first critic.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from lightning_rl.agents.qpg import DdpgAgent
-from lightning_rl.algos.base import RLModule
-from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
-from lightning_rl.algos.optim import (
-    LRSchedulerCallable,
-    OptimizerCallable,
-    build_optimizer,
-    mean_metrics,
-    with_lr_schedulers,
-)
+from lightning_rl.algos.hparams import INT_AT_LEAST_1, hparam
+from lightning_rl.algos.off_policy import OffPolicyAlgorithm
+from lightning_rl.algos.optim import mean_metrics
 from lightning_rl.algos.qpg_common import (
     QpgBatch,
+    QpgHyperparameters,
     as_tuple,
-    check_qpg_args,
     critic_loss,
     frozen,
     min_over,
     n_step_target,
     split_updates,
 )
-from lightning_rl.samplers.base import BaseSampler
 
 
 def ddpg_q_loss(
@@ -87,42 +80,12 @@ def ddpg_mu_loss(q_at_mu: Tensor) -> Tensor:
     return -q_at_mu.mean()
 
 
-class DDPG(RLModule):
+class DDPG(QpgHyperparameters, OffPolicyAlgorithm):
     """DDPG as a LightningModule (separate policy and critic optimizers).
 
-    Args:
-        agent: A :class:`~lightning_rl.agents.DdpgAgent` (its targets follow by ``target_update_tau``).
-        sampler: Collects ``[T, B]`` batches; ``T * B`` env steps per ``training_step``.
-        batch_size: Transitions per replay batch.
-        replay_size: Transitions the replay holds.
-        replay_ratio: Replayed per collected transitions (``batch_size * K / (T * B)``).
-        min_steps_learn: Env steps before the first update.
-        n_step_return: n of the n-step return.
-        discount: Discount gamma.
-        target_update_tau: Soft target update step tau in (0, 1].
-        target_update_interval: Updates between target updates.
-        policy_update_interval: Updates between policy updates (TD3's delayed actor).
-        learning_rate: Policy (mu) learning rate.
-        q_learning_rate: Critic learning rate.
-        optimizer: Any torch optimizer for both networks (``class_path``/``init_args``; it gets
-            each network's learning rate); None: Adam.
-        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
-            once per sampler iteration; None: none.
-        reward_scale: Factor on rewards (returns) in the target.
-        clip_grad_norm: Max gradient norm of each network; None for no clipping.
-        q_target_clip: Clip targets to ``+-q_target_clip``; None for no clipping.
-        bootstrap_timelimit: Bootstrap the target after time-outs (terminations never).
-        pretrain_uniform: Act uniformly at random before ``min_steps_learn``; False: with the
-            agent's ``pretrain_std`` noise (or its usual noise when that is None).
-        updates_per_sync: Updates between publishing weights to the sampler.
-        checkpoint_replay: Save the replay next to each checkpoint.
-        async_sampling: Run the sampler in its own process, writing into a shared-memory replay
-            while training runs, at the same replay ratio (README "Asynchronous sampling").
-        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
-        log_interval_steps: Env steps per Lightning epoch (per rank).
-        seed: Env base seed (default: ``seed_everything``'s).
-        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
-        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
+    The agent is a :class:`~lightning_rl.agents.DdpgAgent` (its targets follow by
+    ``target_update_tau``); the sampler collects ``[T, B]`` batches, ``T * B`` env steps per
+    ``training_step``. ``learning_rate`` is the policy's. The defaults are rlpyt's.
 
     Raises:
         ValueError: Naming a bad hyperparameter, or if ``agent`` is not a ``DdpgAgent``.
@@ -130,76 +93,24 @@ class DDPG(RLModule):
 
     agent: DdpgAgent
 
-    def __init__(
-        self,
-        agent: DdpgAgent,
-        sampler: BaseSampler,
-        *,
-        batch_size: int = 64,
-        replay_size: int = 1_000_000,
-        replay_ratio: float = 64.0,
-        min_steps_learn: int = 10_000,
-        n_step_return: int = 1,
-        discount: float = 0.99,
-        target_update_tau: float = 0.01,
-        target_update_interval: int = 1,
-        policy_update_interval: int = 1,
-        learning_rate: float = 1e-4,
-        q_learning_rate: float = 1e-3,
-        optimizer: OptimizerCallable | None = None,
-        lr_scheduler: LRSchedulerCallable | None = None,
-        reward_scale: float = 1.0,
-        clip_grad_norm: float | None = None,
-        q_target_clip: float | None = 1e6,
-        bootstrap_timelimit: bool = True,
-        pretrain_uniform: bool = True,
-        updates_per_sync: int = 1,
-        checkpoint_replay: bool = True,
-        async_sampling: bool = False,
-        total_env_steps: int | None = None,
-        log_interval_steps: int = 10_000,
-        seed: int | None = None,
-        checkpoint_sampler_state: bool = True,
-        torch_threads: int | None = None,
-    ) -> None:
-        self.check_agent(agent)
-        super().__init__(
-            agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
-            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads, lr_scheduler=lr_scheduler,
-        )
-        self.replay_setup = ReplaySetup(
-            batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
-            n_step_return=n_step_return, discount=discount, updates_per_sync=updates_per_sync,
-            checkpoint_replay=checkpoint_replay, async_sampling=async_sampling,
-        )
-        check_qpg_args(
-            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
-            policy_update_interval=policy_update_interval, learning_rate=learning_rate,
-            q_learning_rate=q_learning_rate, reward_scale=reward_scale, clip_grad_norm=clip_grad_norm,
-            q_target_clip=q_target_clip,
-        )
-        self.target_update_tau = target_update_tau
-        self.target_update_interval = target_update_interval
-        self.policy_update_interval = policy_update_interval
-        self.learning_rate = learning_rate
-        self.q_learning_rate = q_learning_rate
-        self.optimizer = optimizer
-        self.reward_scale = reward_scale
-        self.clip_grad_norm = clip_grad_norm
-        self.q_target_clip = q_target_clip
-        self.bootstrap_timelimit = bootstrap_timelimit
-        self.pretrain_uniform = pretrain_uniform
-        self.soft_target_update = SoftTargetUpdate()
-        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer", "lr_scheduler"])
+    policy_update_interval: int = hparam(
+        1, "Updates between policy updates (TD3's delayed actor).", check=INT_AT_LEAST_1)
+    batch_size = 64
+    replay_ratio = 64.0
+    min_steps_learn = 10_000
+    target_update_tau = 0.01
+    learning_rate = 1e-4
+    q_learning_rate = 1e-3
+    q_target_clip = 1e6
+
+    def check_hyperparameters(self) -> None:
+        super().check_hyperparameters()
+        self.check_agent(self.agent)
 
     def check_agent(self, agent: Any) -> None:
         """Raise ``ValueError`` unless ``agent`` is a ``DdpgAgent`` (a ``Td3Agent`` is one too)."""
         if not isinstance(agent, DdpgAgent):
             raise ValueError(f"{type(self).__name__} needs a DdpgAgent (or Td3Agent), got agent={agent!r}")
-
-    def on_train_start(self) -> None:
-        super().on_train_start()
-        self.soft_target_update.reset()
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
         """``K`` updates, rlpyt's order per replay batch: one critic step; every
@@ -207,22 +118,18 @@ class DDPG(RLModule):
         ``target_update_interval`` updates a soft target update. Logs the mean metrics."""
         if not batch:
             return
-        mu_optimizer, q_optimizer = cast(list[Any], self.optimizers())
-        state = self.train_state
+        mu_optimizer, q_optimizer = self.optimizer_list()
         q_rows: list[Tensor] = []
         mu_rows: list[Tensor] = []
-        with self.profiler.profile("learner/update"):
-            for mb in split_updates(self.agent, batch, self.reward_scale, self.bootstrap_timelimit):
-                state.updates += 1
-                q_terms = self.q_loss(mb)
-                self.update_step([q_optimizer], q_terms["q_loss"], self.clip_grad_norm)
-                q_rows.append(torch.stack([q_terms["q_loss"].detach(), q_terms["q_mean"], q_terms["target"].mean()]))
-                if state.updates % self.policy_update_interval == 0:
-                    mu_loss = self.mu_loss(mb)["mu_loss"]
-                    self.update_step([mu_optimizer], mu_loss, self.clip_grad_norm)
-                    mu_rows.append(mu_loss.detach()[None])
-                if state.updates % self.target_update_interval == 0:
-                    self.soft_target_update(self.agent, self.target_update_tau)
+        for mb in split_updates(self.agent, batch, self.reward_scale, self.bootstrap_timelimit):
+            q_terms = self.q_loss(mb)
+            self.optimize(q_optimizer, q_terms["q_loss"], self.clip_grad_norm)
+            q_rows.append(torch.stack([q_terms["q_loss"].detach(), q_terms["q_mean"], q_terms["target"].mean()]))
+            if self.train_state.updates % self.policy_update_interval == 0:
+                mu_loss = self.mu_loss(mb)["mu_loss"]
+                self.optimize(mu_optimizer, mu_loss, self.clip_grad_norm, count=0)
+                mu_rows.append(mu_loss.detach()[None])
+            self.update_target()
         metrics = mean_metrics(("q_loss", "q_mean", "target_mean"), q_rows)
         metrics.update(mean_metrics(("mu_loss",), mu_rows))
         self.log_step_metrics(metrics)
@@ -244,7 +151,7 @@ class DDPG(RLModule):
 
     def configure_optimizers(self) -> Any:
         # rlpyt's order: the policy's optimizer first, then the critics'.
-        return with_lr_schedulers([
-            build_optimizer(self.optimizer, self.agent.parameters_for("model"), self.learning_rate),
-            build_optimizer(self.optimizer, self.agent.parameters_for("q"), self.q_learning_rate),
-        ], self.lr_scheduler)
+        return self.with_lr_schedulers([
+            self.build_optimizer(self.agent.parameters_for("model")),
+            self.build_optimizer(self.agent.parameters_for("q"), self.q_learning_rate),
+        ])

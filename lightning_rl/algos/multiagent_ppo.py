@@ -27,25 +27,17 @@ beyond PPO's; each critic sees what its agent sees (no centralized value functio
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, cast
 
 import torch
 
 from lightning_rl.agents.multiagent import MultiAgent
-from lightning_rl.algos.on_policy import OnPolicyAlgorithm
-from lightning_rl.algos.optim import (
-    LRSchedulerCallable,
-    OptimizerCallable,
-    build_optimizer,
-    mean_metrics,
-    with_lr_schedulers,
-)
-from lightning_rl.algos.ppo import check_ppo_args, ppo_loss
-from lightning_rl.data.arrays import valid_mean
+from lightning_rl.algos.hparams import hparam
+from lightning_rl.algos.ppo import PPO
 from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
 from lightning_rl.datasets.on_policy import OnPolicyDataset, iterate_minibatches
-from lightning_rl.datasets.state import TrainState
-from lightning_rl.samplers.base import AgentSamplesBsv, BaseSampler, Samples
+from lightning_rl.samplers.base import AgentSamplesBsv, Samples
 
 __all__ = ["MultiAgentOnPolicyDataset", "MultiAgentPPO", "agent_samples"]
 
@@ -78,70 +70,30 @@ class MultiAgentOnPolicyDataset(OnPolicyDataset):
     Each agent's returns and advantages come from :meth:`OnPolicyDataset.process_samples` on its
     :func:`agent_samples` view (its actions, values, bootstrap values and rewards).
 
-    Args:
-        agent_rewards_key: ``env_info`` field with per-agent rewards; None: the env's reward.
-        sampler: The remaining arguments are :class:`OnPolicyDataset`'s.
+    Its ``agent_rewards_key`` (``env_info`` field with per-agent rewards; None: the env's reward)
+    is set by :class:`MultiAgentPPO` after construction.
     """
 
-    def __init__(
-        self,
-        sampler: Any,
-        agent: MultiAgent,
-        state: TrainState,
-        iterations_per_epoch: int,
-        discount: float,
-        gae_lambda: float,
-        normalize_advantage: bool,
-        recurrent: bool = False,
-        agent_rewards_key: str | None = None,
-    ) -> None:
-        super().__init__(
-            sampler, agent, state, iterations_per_epoch, discount, gae_lambda, normalize_advantage, recurrent
-        )
-        self.agent: MultiAgent = agent
-        self.agent_rewards_key = agent_rewards_key
-        self.batch_schema = NamedArrayTupleSchema("MultiAgentBatch", agent.agent_names)
+    agent: MultiAgent
+    agent_rewards_key: str | None = None
+    batch_schema: Any = None
 
     def process_samples(self, samples: Samples) -> Any:
         """``MultiAgentBatch(<name>=OnPolicyBatch, ...)`` of CPU tensors, ``[T, B]`` each."""
-        batches = []
-        for name in self.agent.agent_names:
-            batches.append(super().process_samples(agent_samples(samples, self.agent, name, self.agent_rewards_key)))
-        return self.batch_schema(*batches)
+        names, key = self.agent.agent_names, self.agent_rewards_key
+        if self.batch_schema is None:
+            self.batch_schema = NamedArrayTupleSchema("MultiAgentBatch", names)
+        process = super().process_samples  # (a comprehension's own scope has no zero-argument super())
+        return self.batch_schema(*[process(agent_samples(samples, self.agent, n, key)) for n in names])
 
 
-class MultiAgentPPO(OnPolicyAlgorithm):
+class MultiAgentPPO(PPO):
     """PPO for multi-agent envs with independent learners, as a LightningModule.
 
-    Args:
-        agent: A :class:`~lightning_rl.agents.MultiAgent` (policy-gradient sub-agents, e.g.
-            ``CategoricalPgAgent``; optionally ``share_parameters``).
-        sampler: Rollout sampler over a multi-agent env.
-        agent_rewards_key: Name of the env's ``info`` entry holding a dict of per-agent rewards
-            keyed by agent name; each agent then learns from its own rewards. None: every agent
-            learns from the env's (team) reward.
-        ratio_clip: Clip range epsilon of the likelihood ratio (every learner).
-        value_clip: Clip the value change per update to ``+-value_clip``; None: no clipping.
-        epochs: Passes over each rollout.
-        minibatches: Minibatches per pass (each agent's samples split alike).
-        discount: Discount factor gamma.
-        gae_lambda: GAE lambda.
-        value_loss_coeff: Weight of the value loss ``0.5 * (return - V)^2``.
-        entropy_loss_coeff: Weight of the entropy bonus (subtracted from the loss).
-        learning_rate: Initial learning rate of every learner.
-        optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
-            None: Adam with ``optimizer_eps``. One per learner.
-        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
-            once per sampler iteration; None: none.
-        optimizer_eps: Epsilon of the default Adam.
-        clip_grad_norm: Max gradient norm of each learner; None disables clipping.
-        normalize_advantage: Standardize each agent's advantages over each rollout.
-        linear_lr_schedule: Decay learning rates and ``ratio_clip`` linearly over ``total_env_steps``.
-        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
-        log_interval_steps: Env steps per Lightning epoch (per rank).
-        seed: Env base seed (default: ``seed_everything``'s).
-        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
-        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
+    The agent is a :class:`~lightning_rl.agents.MultiAgent` (policy-gradient sub-agents, e.g.
+    ``CategoricalPgAgent``; optionally ``share_parameters``); each learner gets its own optimizer,
+    gradient-norm clipping and learning rates. Everything else is :class:`PPO`'s: its update loop,
+    loss call, clip schedule and hyperparameters.
 
     Raises:
         ValueError: If ``agent`` is not a ``MultiAgent``; in ``setup``, if the env has no
@@ -149,51 +101,14 @@ class MultiAgentPPO(OnPolicyAlgorithm):
     """
 
     agent: MultiAgent
+    agent_rewards_key: str | None = hparam(
+        None, "The env's ``info`` entry holding a dict of per-agent rewards keyed by agent name; each agent "
+        "then learns from its own rewards. None: every agent learns from the env's (team) reward.")
 
-    def __init__(
-        self,
-        agent: MultiAgent,
-        sampler: BaseSampler,
-        *,
-        agent_rewards_key: str | None = None,
-        ratio_clip: float = 0.1,
-        value_clip: float | None = None,
-        epochs: int = 4,
-        minibatches: int = 4,
-        discount: float = 0.99,
-        gae_lambda: float = 0.98,
-        value_loss_coeff: float = 1.0,
-        entropy_loss_coeff: float = 0.01,
-        learning_rate: float = 1e-3,
-        optimizer: OptimizerCallable | None = None,
-        lr_scheduler: LRSchedulerCallable | None = None,
-        optimizer_eps: float = 1e-5,
-        clip_grad_norm: float | None = 1.0,
-        normalize_advantage: bool = True,
-        linear_lr_schedule: bool = True,
-        total_env_steps: int | None = None,
-        log_interval_steps: int = 10_000,
-        seed: int | None = None,
-        checkpoint_sampler_state: bool = True,
-        torch_threads: int | None = None,
-    ) -> None:
-        if not isinstance(agent, MultiAgent):
-            raise ValueError(f"MultiAgentPPO: agent must be a MultiAgent, got {type(agent).__name__}")
-        super().__init__(
-            agent, sampler, discount=discount, gae_lambda=gae_lambda, value_loss_coeff=value_loss_coeff,
-            entropy_loss_coeff=entropy_loss_coeff, learning_rate=learning_rate, optimizer=optimizer,
-            lr_scheduler=lr_scheduler, optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm,
-            normalize_advantage=normalize_advantage,
-            linear_lr_schedule=linear_lr_schedule, total_env_steps=total_env_steps,
-            log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
-            torch_threads=torch_threads,
-        )
-        check_ppo_args(ratio_clip, value_clip, epochs, minibatches, sampler, False)
-        self.agent_rewards_key = agent_rewards_key
-        self.ratio_clip = ratio_clip
-        self.value_clip = value_clip
-        self.epochs = int(epochs)
-        self.minibatches = int(minibatches)
+    def check_hyperparameters(self) -> None:
+        if not isinstance(self.agent, MultiAgent):
+            raise ValueError(f"MultiAgentPPO: agent must be a MultiAgent, got {type(self.agent).__name__}")
+        super().check_hyperparameters()
 
     def setup(self, stage: str) -> None:
         super().setup(stage)
@@ -208,80 +123,46 @@ class MultiAgentPPO(OnPolicyAlgorithm):
                 f"{list(self.agent.agent_names)}; the env's info has {key!r}: {rewards!r}"
             )
 
+    dataset_class = MultiAgentOnPolicyDataset
+
     def make_dataset(self) -> MultiAgentOnPolicyDataset:
-        return MultiAgentOnPolicyDataset(
-            self.sampler,
-            self.agent,
-            self.train_state,
-            iterations_per_epoch=self.iterations_per_epoch,
-            discount=self.discount,
-            gae_lambda=self.gae_lambda,
-            normalize_advantage=self.normalize_advantage,
-            recurrent=self.recurrent,
-            agent_rewards_key=self.agent_rewards_key,
-        )
+        dataset = cast(MultiAgentOnPolicyDataset, super().make_dataset())
+        dataset.agent_rewards_key = self.agent_rewards_key
+        return dataset
 
-    def training_step(self, batch: Any, batch_idx: int) -> None:
-        self.start_of_rollout()
-        optimizers = self.optimizer_list()
-        ratio_clip = self.ratio_clip * (self.schedule_factor() if self.linear_lr_schedule else 1.0)
-        names = self.agent.agent_names
-        rows: list[torch.Tensor] = []
-        keys: list[str] = []
-        for _ in range(self.epochs):
-            per_agent = [
-                iterate_minibatches(getattr(batch, name), self.minibatches, self.recurrent, self.minibatch_generator)
-                for name in names
-            ]
-            for minibatches in zip(*per_agent, strict=True):
-                terms = self.loss(batch._new(minibatches), ratio_clip)
-                # Clipped per learner: one learner's large gradient does not shrink another's step.
-                self.update_step(optimizers, terms["loss"], self.clip_grad_norm)
-                self.train_state.updates += 1
-                keys = list(terms)
-                rows.append(torch.stack([v.detach() for v in terms.values()]))
-        self.end_of_rollout(mean_metrics(keys, rows), batch)
+    def minibatches_of(self, batch: Any) -> Iterator[Any]:
+        """One pass of minibatches, each agent's samples shuffled on their own."""
+        per_agent = [
+            iterate_minibatches(getattr(batch, name), self.minibatches, self.recurrent, self.minibatch_generator)
+            for name in self.agent.agent_names
+        ]
+        for minibatches in zip(*per_agent, strict=True):
+            yield batch._new(minibatches)
 
-    def loss(self, batch: Any, ratio_clip: float) -> dict[str, torch.Tensor]:
-        """Every agent's :func:`~lightning_rl.algos.ppo.ppo_loss` terms as ``<agent>/<term>``, and
-        as ``loss`` the sum over learners of the mean over each learner's agents.
+    def loss(self, batch: Any, ratio_clip: float, diagnostics: bool = True) -> dict[str, torch.Tensor]:
+        """Every agent's :meth:`PPO.agent_loss` terms as ``<agent>/<term>``, and as ``loss`` the sum
+        over learners of the mean over each learner's agents.
 
         Args:
             batch: ``MultiAgentBatch`` with an :class:`OnPolicyBatch` (minibatch) per agent.
             ratio_clip: Current clip range.
+            diagnostics: Also each agent's ``entropy``, ``approx_kl`` and ``clip_fraction``.
         """
         terms: dict[str, torch.Tensor] = {}
         total = torch.zeros((), device=self.agent.device)
         for names in self.agent.learners().values():
             for name in names:
-                sub, data = self.agent.sub_agent(name), getattr(batch, name)
-                inputs = data.agent_inputs
-                if self.recurrent:
-                    dist_info, value, _ = sub(*inputs, data.init_rnn_state)
-                else:
-                    dist_info, value = sub(*inputs)
-                dist = sub.distribution
-                ratio = dist.likelihood_ratio(data.action, data.old_dist_info, dist_info)
-                loss, agent_terms = ppo_loss(
-                    ratio, data.advantage, value, data.return_, dist.entropy(dist_info), data.valid,
-                    ratio_clip=ratio_clip, value_loss_coeff=self.value_loss_coeff,
-                    entropy_loss_coeff=self.entropy_loss_coeff, old_value=data.old_value, value_clip=self.value_clip,
-                )
-                with torch.no_grad():
-                    agent_terms["approx_kl"] = valid_mean(dist.kl(data.old_dist_info, dist_info), data.valid)
-                terms[f"{name}/loss"] = loss
+                agent_terms = self.agent_loss(self.agent.sub_agent(name), getattr(batch, name), ratio_clip, diagnostics)
                 terms.update({f"{name}/{k}": v for k, v in agent_terms.items()})
-                total = total + loss / len(names)
+                total = total + agent_terms["loss"] / len(names)
         terms["loss"] = total
         return terms
 
     def configure_optimizers(self) -> Any:
         """One optimizer per learner, over its sub-agent's parameters."""
-        return with_lr_schedulers([
-            build_optimizer(self.optimizer, self.agent.parameters_for(f"model/{key}"), self.learning_rate,
-                            self.optimizer_eps)
-            for key in self.agent.learners()
-        ], self.lr_scheduler)
+        return self.with_lr_schedulers([
+            self.build_optimizer(self.agent.parameters_for(f"model/{key}")) for key in self.agent.learners()
+        ])
 
     def update_obs_statistics(self, batch: Any, all_gather: Any) -> None:
         """Fold each agent's observations of the rollout into its sub-agent's running statistics

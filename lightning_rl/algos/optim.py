@@ -1,5 +1,6 @@
-"""Optimizers, built once for every algorithm: any torch optimizer from the config, the default
-fused Adam, a cheap gradient-norm clip, and per-update metrics averaged once per step."""
+"""Optimizers and the one update path of every algorithm: any torch optimizer from the config, the
+default fused Adam, the update (finite check, zero grads, backward, clip, step), the finite check
+of the parameters, LR schedulers, and per-update metrics averaged once per step."""
 
 from __future__ import annotations
 
@@ -7,14 +8,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import pytorch_lightning as pl
 import torch
-import torch.optim.optimizer as torch_optimizer
 from pytorch_lightning.cli import OptimizerCallable
 from pytorch_lightning.plugins.precision import Precision
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
+from lightning_rl.algos import private_fast_paths
 from lightning_rl.data.arrays import non_finite_keys
 
 __all__ = [
@@ -22,10 +22,7 @@ __all__ = [
     "OptimizerCallable",
     "build_optimizer",
     "clip_grad_norm_",
-    "direct_update",
     "direct_updates_safe",
-    "FiniteCheck",
-    "adam_step",
     "all_finite",
     "check_finite_parameters",
     "mean_metrics",
@@ -78,92 +75,10 @@ def build_optimizer(
 
 
 def clip_grad_norm_(parameters: Sequence[torch.Tensor], max_norm: float) -> None:
-    """``torch.nn.utils.clip_grad_norm_`` (same result, bit for bit) in a few ops for one device.
-
-    Gradients of mixed devices or dtypes go through the library function. On the CPU the scale
-    factor is read back (no device to wait for) and the gradients are left alone when it is 1,
-    where the library multiplies them by exactly 1.
-    """
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return
-    first = grads[0]
-    if any(g.device != first.device or g.dtype != first.dtype for g in grads):
-        torch.nn.utils.clip_grad_norm_(parameters, max_norm)
-        return
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    coef = max_norm / (total + 1e-6)
-    if first.device.type == "cpu" and coef.item() >= 1.0:  # False for a NaN norm: that one is multiplied
-        return
-    torch._foreach_mul_(grads, torch.clamp(coef, max=1.0))
-
-
-#: PyTorch's fused Adam kernels, which :func:`adam_step` calls directly (absent: it never does).
-_FUSED_ADAM = getattr(torch, "_fused_adam_", None)
-_FUSED_ADAMW = getattr(torch, "_fused_adamw_", None)
-#: The optimizer classes whose step is ``Adam.step`` (AdamW is Adam with decoupled weight decay).
-_ADAMS = tuple(c for c in (torch.optim.Adam, torch.optim.AdamW) if c.step is torch.optim.Adam.step)
-
-
-def adam_step(optimizer: torch.optim.Optimizer) -> bool:
-    """``optimizer.step()`` for a fused ``torch.optim.Adam`` without its per-step Python; False
-    (nothing done) where that would change anything, so the caller steps it the usual way.
-
-    ``Adam.step`` spends most of its time on a small network in Python: its profiler range and
-    hook loops, per-parameter state checks, grouping the tensors by device. This makes the calls
-    ``Adam.step`` ends in (count the steps, one fused kernel per group), so the parameters and
-    the state come out bit for bit the same, when
-    - the optimizer is exactly ``Adam`` or ``AdamW``, with ``fused=True``;
-    - every parameter has a dense gradient and initialized state (so the first step, which
-      creates the state, always goes the usual way), and a group's share one device and dtype;
-    - the hyperparameters are numbers, not tensors;
-    - nothing hooks the step: no optimizer or global step hooks, no wrapper of ``step`` other
-      than an LR scheduler's (whose note that the optimizer stepped is kept).
-    """
-    if type(optimizer) not in _ADAMS or _FUSED_ADAM is None or _FUSED_ADAMW is None:
-        return False
-    patched = vars(optimizer).get("step")
-    # An LR scheduler wraps ``step`` to note that it ran; that note is kept, any other wrapper
-    # makes the usual step run.
-    if patched is not None and not getattr(patched, "_wrapped_by_lr_sched", False):
-        return False
-    if (optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
-            or torch_optimizer._global_optimizer_pre_hooks or torch_optimizer._global_optimizer_post_hooks
-            or getattr(optimizer, "grad_scale", None) is not None or getattr(optimizer, "found_inf", None) is not None):
-        return False
-    calls = []
-    state = optimizer.state
-    for group in optimizer.param_groups:
-        params = group["params"]
-        if not params:
-            continue
-        if (not group["fused"] or group["capturable"] or group["differentiable"]
-                or not all(isinstance(x, (int, float)) for x in (group["lr"], group["eps"], group["weight_decay"],
-                                                                  *group["betas"]))):
-            return False
-        grads = [p.grad for p in params]
-        if any(g is None or g.is_sparse for g in grads) or any(p not in state for p in params):
-            return False
-        states = [state[p] for p in params]  # (``state`` is a defaultdict: no lookups before the check)
-        if not all(states):
-            return False
-        first = params[0]
-        if any(p.device != first.device or p.dtype != first.dtype or p.is_complex() for p in params):
-            return False
-        amsgrad = group["amsgrad"]
-        calls.append((group, params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-                      [s["max_exp_avg_sq"] for s in states] if amsgrad else [], [s["step"] for s in states]))
-    with torch.no_grad():
-        for group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps in calls:
-            torch._foreach_add_(steps, 1)
-            kernel = _FUSED_ADAMW if group.get("decoupled_weight_decay", False) else _FUSED_ADAM
-            beta1, beta2 = group["betas"]
-            kernel(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, amsgrad=group["amsgrad"],
-                   lr=group["lr"], beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
-                   maximize=group["maximize"], grad_scale=None, found_inf=None)
-    if patched is not None:
-        optimizer._opt_called = True  # type: ignore[attr-defined]
-    return True
+    """``torch.nn.utils.clip_grad_norm_`` with its multi-tensor (``foreach``) kernels on CPU and
+    CUDA: one norm kernel and one multiply for all gradients instead of one per tensor."""
+    foreach = all(p.device.type in ("cpu", "cuda") for p in parameters)
+    torch.nn.utils.clip_grad_norm_(parameters, max_norm, foreach=foreach or None)
 
 
 def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "train/") -> dict[str, float]:
@@ -176,59 +91,29 @@ def mean_metrics(names: Sequence[str], rows: list[torch.Tensor], prefix: str = "
 
 
 def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
-    """Whether no tensor holds a NaN or an infinity: one fused norm over all, one host read.
+    """Whether no tensor holds a NaN or an infinity: one multi-tensor L1 norm over all, one host read.
 
-    A NaN or an infinity anywhere makes the sum of the per-tensor norms non-finite; so does a norm
-    that overflows, which only weights near the dtype's largest value reach.
+    A NaN or an infinity anywhere makes the total norm non-finite; so does a sum of magnitudes
+    beyond the dtype's range, which only weights near its largest value reach (an L2 norm would
+    square them: float32 weights of 2e19 would overflow it).
     """
     if not tensors:
         return True
-    return math.isfinite(torch.stack(torch._foreach_norm(list(tensors))).sum().item())
+    return math.isfinite(torch.nn.utils.get_total_norm(list(tensors), norm_type=1.0, foreach=True).item())
 
 
-class FiniteCheck:
-    """:func:`all_finite` over a fixed list of tensors, made cheap enough to run after every step.
-
-    Float32/float64 tensors on the CPU are summed through NumPy views of their memory (a NaN or an
-    infinity makes a sum non-finite, as it does a norm): on small tensors NumPy's per-array cost is
-    a fraction of torch's per-op cost. The others (CUDA, half precision) go through
-    :func:`all_finite`. The views are made again when a tensor's storage moves (``p.data = ...``).
-
-    Args:
-        tensors: The tensors to check, e.g. a module's floating-point parameters.
-    """
-
-    _HOST_DTYPES = (torch.float32, torch.float64)
-
-    def __init__(self, tensors: Sequence[torch.Tensor]) -> None:
-        self.tensors = list(tensors)
-        self._make_views()
-
-    def _make_views(self) -> None:
-        self._storage = [t.data_ptr() for t in self.tensors]
-        on_host = [t.device.type == "cpu" and t.dtype in self._HOST_DTYPES for t in self.tensors]
-        self._host = [t.detach().numpy() for t, h in zip(self.tensors, on_host, strict=True) if h]
-        self._device = [t for t, h in zip(self.tensors, on_host, strict=True) if not h]
-
-    def __call__(self) -> bool:
-        """Whether no tensor holds a NaN or an infinity (or a sum beyond the dtype's range)."""
-        if [t.data_ptr() for t in self.tensors] != self._storage:
-            self._make_views()
-        return math.isfinite(sum(float(np.add.reduce(a, axis=None)) for a in self._host)) and all_finite(self._device)
-
-
-def check_finite_parameters(module: Any, check: FiniteCheck) -> None:
+def check_finite_parameters(module: Any, tensors: Sequence[torch.Tensor]) -> None:
     """Raise ``FloatingPointError`` naming ``module``'s parameters that hold a NaN or an infinity.
 
     Run after every training step (one sampler iteration): a finite loss can still give a
     non-finite gradient or step (too high a learning rate). Training stops there; checkpoints
-    refuse non-finite weights, so ``last.ckpt`` stays the last finite one (row 14).
+    refuse non-finite weights, so ``last.ckpt`` stays the last finite one.
 
     Args:
         module: The LightningModule (its named parameters, counters and name for the message).
-        check: A :class:`FiniteCheck` of its floating-point parameters, made once per fit.
+        tensors: Its floating-point parameters (:func:`all_finite` checks them).
     """
-    if check():
+    if all_finite(tensors):
         return
     bad = non_finite_keys(dict(module.named_parameters()))
     raise FloatingPointError(
@@ -261,34 +146,6 @@ def direct_updates_safe(module: pl.LightningModule, trainer: Any) -> bool:
     return all(getattr(type(c), h) is getattr(pl.Callback, h) for c in trainer.callbacks for h in _UPDATE_HOOKS)
 
 
-def direct_update(optimizers: Sequence[Any], loss: torch.Tensor, clips: Sequence[float | None]) -> None:
-    """What Lightning's manual optimization does for one update (zero grads, backward, clip each
-    optimizer's parameters, step, ``global_step`` bookkeeping), without its hook dispatch.
-
-    Args:
-        optimizers: ``LightningOptimizer``s whose parameter sets ``loss`` trains (disjoint).
-        loss: The scalar to minimize.
-        clips: Max gradient norm per optimizer (None: no clipping).
-    """
-    inners = [optimizer.optimizer for optimizer in optimizers]
-    for inner in inners:
-        # What zero_grad(set_to_none=True) does, without its profiler range.
-        for group in inner.param_groups:
-            for p in group["params"]:
-                p.grad = None
-    loss.backward()
-    for inner, clip in zip(inners, clips, strict=True):
-        if clip is not None:
-            groups = inner.param_groups
-            clip_grad_norm_(groups[0]["params"] if len(groups) == 1 else [p for g in groups for p in g["params"]], clip)
-    for optimizer, inner in zip(optimizers, inners, strict=True):
-        # The manual-optimization loop's own step bookkeeping (global_step, profiler).
-        optimizer._on_before_step()
-        if not adam_step(inner):
-            inner.step()
-        optimizer._on_after_step()
-
-
 def update_step(
     module: Any,
     optimizers: Sequence[Any],
@@ -305,8 +162,9 @@ def update_step(
         loss: The scalar to minimize.
         clip_grad_norm: Max gradient norm, applied to each optimizer's parameters separately;
             one value for all, a value per optimizer, or None for no clipping.
-        direct: Bypass Lightning's per-update hook dispatch (:func:`direct_update`); only where
-            :func:`direct_updates_safe` said so.
+        direct: Bypass Lightning's per-update hook dispatch
+            (:func:`~lightning_rl.algos.private_fast_paths.direct_update`); only where
+            :func:`direct_updates_safe` said so and the private fast paths are enabled.
 
     Raises:
         FloatingPointError: If ``loss`` is NaN or infinite (nothing is stepped).
@@ -321,8 +179,8 @@ def update_step(
         clips: Sequence[float | None] = [clip_grad_norm] * len(optimizers)
     else:
         clips = clip_grad_norm
-    if direct:
-        direct_update(optimizers, loss, clips)
+    if direct and private_fast_paths.enabled:
+        private_fast_paths.direct_update(optimizers, loss, clips)
         return
     for optimizer in optimizers:
         optimizer.zero_grad(set_to_none=True)

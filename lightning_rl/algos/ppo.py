@@ -19,18 +19,17 @@ rlpyt's (whole-rollout advantage normalization, optional).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from lightning_rl.agents.base import BaseAgent
-from lightning_rl.algos.base import RLModule
+from lightning_rl.algos.hparams import INT_AT_LEAST_1, POSITIVE, hparam
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
-from lightning_rl.algos.optim import LRSchedulerCallable, OptimizerCallable, mean_metrics
+from lightning_rl.algos.optim import mean_metrics
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
-from lightning_rl.samplers.base import BaseSampler
 
 
 def ppo_loss(
@@ -96,83 +95,32 @@ def ppo_loss(
 class PPO(OnPolicyAlgorithm):
     """PPO with a clipped likelihood ratio, as a LightningModule.
 
-    Args:
-        agent: Policy-gradient agent (``CategoricalPgAgent`` or ``GaussianPgAgent``, ff or lstm).
-        sampler: Rollout sampler.
-        ratio_clip: Clip range epsilon of the likelihood ratio.
-        value_clip: Clip the value change per update to ``+-value_clip``; None: no clipping.
-        epochs: Passes over each rollout.
-        minibatches: Minibatches per pass; must divide ``batch_T * batch_B`` (``batch_B`` for
-            recurrent agents).
-        discount: Discount factor gamma.
-        gae_lambda: GAE lambda; 1 gives discounted returns with a bootstrap value.
-        value_loss_coeff: Weight of the value loss ``0.5 * (return - V)^2``.
-        entropy_loss_coeff: Weight of the entropy bonus (subtracted from the loss).
-        learning_rate: Initial learning rate.
-        optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
-            None: Adam with ``optimizer_eps``.
-        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
-            once per sampler iteration; None: none.
-        optimizer_eps: Epsilon of the default Adam.
-        clip_grad_norm: Max global gradient norm; None disables clipping.
-        normalize_advantage: Standardize advantages over each rollout.
-        linear_lr_schedule: Decay the learning rate and ``ratio_clip`` linearly to zero over
-            ``total_env_steps``.
-        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
-        log_interval_steps: Env steps per Lightning epoch (per rank).
-        seed: Env base seed (default: ``seed_everything``'s).
-        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
-        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
+    The agent is a policy-gradient agent (``CategoricalPgAgent`` or ``GaussianPgAgent``, ff or
+    lstm); ``linear_lr_schedule`` also decays ``ratio_clip``.
     """
 
-    def __init__(
-        self,
-        agent: BaseAgent,
-        sampler: BaseSampler,
-        *,
-        ratio_clip: float = 0.1,
-        value_clip: float | None = None,
-        epochs: int = 4,
-        minibatches: int = 4,
-        discount: float = 0.99,
-        gae_lambda: float = 0.98,
-        value_loss_coeff: float = 1.0,
-        entropy_loss_coeff: float = 0.01,
-        learning_rate: float = 1e-3,
-        optimizer: OptimizerCallable | None = None,
-        lr_scheduler: LRSchedulerCallable | None = None,
-        optimizer_eps: float = 1e-5,
-        clip_grad_norm: float | None = 1.0,
-        normalize_advantage: bool = True,
-        linear_lr_schedule: bool = True,
-        total_env_steps: int | None = None,
-        log_interval_steps: int = 10_000,
-        seed: int | None = None,
-        checkpoint_sampler_state: bool = True,
-        torch_threads: int | None = None,
-    ) -> None:
-        super().__init__(
-            agent, sampler, discount=discount, gae_lambda=gae_lambda, value_loss_coeff=value_loss_coeff,
-            entropy_loss_coeff=entropy_loss_coeff, learning_rate=learning_rate, optimizer=optimizer,
-            lr_scheduler=lr_scheduler, optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm,
-            normalize_advantage=normalize_advantage,
-            linear_lr_schedule=linear_lr_schedule, total_env_steps=total_env_steps,
-            log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
-            torch_threads=torch_threads,
-        )
-        check_ppo_args(ratio_clip, value_clip, epochs, minibatches, sampler, bool(getattr(agent, "recurrent", False)))
-        self.ratio_clip = ratio_clip
-        self.value_clip = value_clip
-        self.epochs = int(epochs)
-        self.minibatches = int(minibatches)
+    ratio_clip: float = hparam(0.1, "Clip range epsilon of the likelihood ratio.", check=POSITIVE)
+    value_clip: float | None = hparam(
+        None, "Clip the value change per update to ``+-value_clip``; None: no clipping.", check=POSITIVE)
+    epochs: int = hparam(4, "Passes over each rollout.", check=INT_AT_LEAST_1)
+    minibatches: int = hparam(
+        4, "Minibatches per pass; must divide ``batch_T * batch_B`` (``batch_B`` for recurrent agents).",
+        check=INT_AT_LEAST_1)
+    gae_lambda = 0.98
+    value_loss_coeff = 1.0
+    normalize_advantage = True
+    linear_lr_schedule = True
+
+    def check_hyperparameters(self) -> None:
+        super().check_hyperparameters()
+        check_minibatches(self.minibatches, self.sampler, self.recurrent)
 
     def current_ratio_clip(self) -> float:
         """``ratio_clip``, scaled by the linear schedule's factor when the schedule is on."""
         return self.ratio_clip * (self.schedule_factor() if self.linear_lr_schedule else 1.0)
 
-    def training_step(self, batch: OnPolicyBatch, batch_idx: int) -> None:
-        self.start_of_rollout()
-        optimizer = self.optimizers()
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizers = self.optimizer_list()
         ratio_clip = self.current_ratio_clip()
         # Diagnostics (entropy when it is not in the loss, KL, clip fraction) only for rollouts
         # whose metrics are logged, and there only in the last epoch: on a small MLP they cost a
@@ -182,22 +130,30 @@ class PPO(OnPolicyAlgorithm):
         names: list[str] = []
         for epoch in range(self.epochs):
             diagnostics = logged and epoch == self.epochs - 1
-            for minibatch in iterate_minibatches(batch, self.minibatches, self.recurrent, self.minibatch_generator):
+            for minibatch in self.minibatches_of(batch):
                 terms = self.loss(minibatch, ratio_clip, diagnostics)
-                self.optimize(optimizer, terms["loss"], self.clip_grad_norm)
+                self.optimize(optimizers, terms["loss"], self.clip_grad_norm)
                 if diagnostics:
                     # One op per update; averaged once per rollout.
                     names = list(terms)
                     rows.append(torch.stack([v.detach() for v in terms.values()]))
         self.end_of_rollout(mean_metrics(names, rows), batch)
 
-    def loss(self, batch: OnPolicyBatch, ratio_clip: float, diagnostics: bool = True) -> dict[str, Tensor]:
-        """The agent's forward pass on a minibatch, then :func:`ppo_loss`: ``loss`` and its terms.
+    def minibatches_of(self, batch: Any) -> Iterator[Any]:
+        """One pass of shuffled minibatches over a rollout."""
+        return iterate_minibatches(batch, self.minibatches, self.recurrent, self.minibatch_generator)
+
+    def loss(self, batch: Any, ratio_clip: float, diagnostics: bool = True) -> dict[str, Tensor]:
+        """The agent's forward pass on a minibatch, then :func:`ppo_loss`: ``loss`` and its terms."""
+        return self.agent_loss(self.agent, batch, ratio_clip, diagnostics)
+
+    def agent_loss(self, agent: Any, batch: OnPolicyBatch, ratio_clip: float, diagnostics: bool) -> dict[str, Tensor]:
+        """``agent``'s forward pass on a minibatch, then :func:`ppo_loss`: ``loss`` and its terms.
 
         With ``diagnostics`` also ``entropy`` (even when not in the loss) and ``approx_kl``.
         """
-        dist = self.agent.distribution
-        dist_info, value = self.policy_forward(batch)
+        dist = agent.distribution
+        dist_info, value = self.policy_forward(batch, agent)
         ratio = dist.likelihood_ratio(batch.action, batch.old_dist_info, dist_info)
         entropy = dist.entropy(dist_info) if (self.entropy_loss_coeff != 0 or diagnostics) else None
         loss, terms = ppo_loss(
@@ -211,25 +167,11 @@ class PPO(OnPolicyAlgorithm):
         return {"loss": loss, **terms}
 
 
-def check_ppo_args(
-    ratio_clip: float, value_clip: float | None, epochs: int, minibatches: int, sampler: Any, recurrent: bool
-) -> None:
-    """Raise ``ValueError`` naming the first bad PPO-specific argument (see :func:`check_minibatches`)."""
-    RLModule.check_positive("ratio_clip", ratio_clip)
-    if value_clip is not None:
-        RLModule.check_positive("value_clip", value_clip)
-    if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
-        raise ValueError(f"epochs must be an int >= 1, got {epochs}")
-    check_minibatches(minibatches, sampler, recurrent)
-
-
 def check_minibatches(minibatches: int, sampler: Any, recurrent: bool) -> None:
-    """Raise ``ValueError`` unless ``minibatches`` is an int >= 1 dividing the rollout.
+    """Raise ``ValueError`` unless ``minibatches`` divides the rollout.
 
     A rollout has ``batch_T * batch_B`` samples (``batch_B`` whole sequences for recurrent agents).
     """
-    if isinstance(minibatches, bool) or int(minibatches) != minibatches or minibatches < 1:
-        raise ValueError(f"minibatches must be an int >= 1, got {minibatches}")
     spec = getattr(sampler, "batch_spec", None)
     if spec is None:
         return

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -20,17 +19,31 @@ import torch
 from torch import nn
 
 from lightning_rl.agents.base import AgentInputs, batch_size_of
+from lightning_rl.algos.hparams import POSITIVE, hparam
 
 __all__ = [
     "QpgBatch",
+    "QpgHyperparameters",
     "as_tuple",
-    "check_qpg_args",
     "critic_loss",
     "frozen",
     "min_over",
     "n_step_target",
     "split_updates",
 ]
+
+
+class QpgHyperparameters:
+    """The hyperparameters DDPG, TD3 and SAC share beyond the off-policy ones, declared once here
+    (a mixin listed before :class:`~lightning_rl.algos.off_policy.OffPolicyAlgorithm`)."""
+
+    q_learning_rate: float | None = hparam(
+        None, "Critic learning rate; None: ``learning_rate``.", check=POSITIVE)
+    reward_scale: float = hparam(1.0, "Factor on rewards (returns) in the target.", check=POSITIVE)
+    q_target_clip: float | None = hparam(
+        None, "Clip targets to ``+-q_target_clip``; None for no clipping.", check=POSITIVE)
+    bootstrap_timelimit: bool = hparam(True, "Bootstrap the target after time-outs (terminations never).")
+    pretrain_uniform: bool | None = True
 
 
 class QpgBatch(NamedTuple):
@@ -82,7 +95,7 @@ def split_updates(agent: Any, batch: Any, reward_scale: float, bootstrap_timelim
 
 def _unbind(x: Any) -> Iterable[Any]:
     """The ``K`` views ``x[k]`` of a ``[K, ...]`` tensor or namedarraytuple (dict and tuple
-    observations, issue 22: indexing one indexes every field); Nones (absent inputs) for ever."""
+    observations: indexing one indexes every field); Nones (absent inputs) for ever."""
     if isinstance(x, torch.Tensor):
         return x.unbind(0)
     if isinstance(x, tuple):
@@ -135,24 +148,3 @@ def frozen(params: Sequence[nn.Parameter]) -> Iterator[None]:
     finally:
         for p in params:
             p.requires_grad_(True)
-
-
-def check_qpg_args(**values: Any) -> None:
-    """Raise ``ValueError`` naming the first bad DDPG/TD3/SAC hyperparameter.
-
-    Known names: ``target_update_tau`` in (0, 1]; ``target_update_interval``,
-    ``policy_update_interval`` ints >= 1; learning rates, ``reward_scale``, ``clip_grad_norm``,
-    ``q_target_clip`` and ``fixed_alpha`` positive (the last three may be None).
-    """
-    for name, value in values.items():
-        if value is None and name in ("clip_grad_norm", "q_target_clip", "fixed_alpha", "q_learning_rate",
-                                      "alpha_learning_rate"):
-            continue
-        if name == "target_update_tau":
-            if not 0.0 < value <= 1.0:
-                raise ValueError(f"target_update_tau must be in (0, 1], got {value}")
-        elif name.endswith("_interval"):
-            if int(value) != value or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value}")
-        elif not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a positive number, got {value}")

@@ -41,18 +41,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lightning_rl.agents.base import BaseAgent
 from lightning_rl.agents.dqn import R2d1Agent
 from lightning_rl.agents.recurrent import rnn_state_from_samples
 from lightning_rl.algos.dqn import DQN, PRIORITY_EPS
-from lightning_rl.algos.off_policy import PrioritizedSequenceSamplesToBuffer, SequenceSamplesToBuffer
-from lightning_rl.algos.optim import LRSchedulerCallable, OptimizerCallable
+from lightning_rl.algos.hparams import FRACTION, INT_AT_LEAST_0, INT_AT_LEAST_1, NON_NEGATIVE, hparam
+from lightning_rl.algos.replay_setup import PrioritizedSequenceSamplesToBuffer, SequenceSamplesToBuffer
 from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.datasets.replay import ReplayDataset
 from lightning_rl.replays import compute_n_step_targets
 from lightning_rl.returns import valid_from_done
-from lightning_rl.samplers.base import BaseSampler
 
 __all__ = ["R2D1", "inv_value_rescale", "r2d1_loss", "sequence_priority", "value_rescale"]
 
@@ -155,126 +153,42 @@ def r2d1_loss(
 class R2D1(DQN):
     """R2D1 as a LightningModule: :class:`DQN`'s schedule with a sequence loss.
 
-    Args:
-        agent: An :class:`~lightning_rl.agents.R2d1Agent` (``AlternatingR2d1Agent`` with an
-            alternating sampler).
-        sampler: Collects ``[T, B]`` batches; any collector (episode ends are masked).
-        discount: Discount factor gamma.
-        batch_size: Sequences per replay batch.
-        batch_T: Training rows per sequence (after the burn-in).
-        warmup_T: Burn-in rows per sequence: they only warm up the LSTM state (no loss).
-        rnn_state_interval: Rows between stored LSTM states, i.e. between sequence starts.
-        min_steps_learn: Env steps (per rank) before the first update; at least
-            ``(warmup_T + batch_T + 2 * n_step_return) * batch_B`` so a whole sequence exists.
-        delta_clip: Huber threshold; None for the squared error (the paper's).
-        replay_size: Steps the replay holds (per rank).
-        replay_ratio: Replayed training rows per collected step.
-        target_update_tau: Step of the target update, in ``(0, 1]`` (1: copy).
-        target_update_interval: Updates between target-network updates.
-        n_step_return: n of the n-step targets.
-        double_dqn: Choose the bootstrap action with the online network.
-        value_scale_eps: ``eps`` of the value rescaling ``h``.
-        learning_rate: Learning rate.
-        optimizer: Any torch optimizer (``class_path``/``init_args``; it gets ``lr=learning_rate``);
-            None: Adam with ``optimizer_eps``.
-        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
-            once per sampler iteration; None: none.
-        optimizer_eps: Epsilon of the default Adam.
-        clip_grad_norm: Max global gradient norm; None disables clipping.
-        linear_lr_schedule: Decay the learning rate linearly over ``total_env_steps``.
-        prioritized_replay: Prioritized sequence replay.
-        pri_alpha: Priority exponent alpha.
-        pri_beta_init: Initial importance-sampling exponent beta.
-        pri_beta_final: Final beta.
-        pri_beta_steps: Updates over which beta anneals to ``pri_beta_final``.
-        pri_eta: Sequence priority mix ``eta * max + (1 - eta) * mean`` of ``|delta|``.
-        default_priority: Priority of new sequences without input priorities.
-        input_priorities: Give new sequences the TD-error priority of their sampler batch
-            (prioritized replay only).
-        updates_per_sync: Updates between publishing weights to the sampler's agent.
-        checkpoint_replay: Save the replay next to each checkpoint (``<path>.replay``).
-        async_sampling: Run the sampler in its own process, writing into a shared-memory replay
-            while training runs, at the same replay ratio (README "Asynchronous sampling").
-        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
-        log_interval_steps: Env steps per Lightning epoch (per rank).
-        seed: Env base seed (default: ``seed_everything``'s).
-        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
-        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
+    The agent is an :class:`~lightning_rl.agents.R2d1Agent` (``AlternatingR2d1Agent`` with an
+    alternating sampler); any collector works (episode ends are masked). ``batch_size`` counts
+    sequences, ``replay_ratio`` replayed training rows per collected step, and ``min_steps_learn``
+    must be at least ``(warmup_T + batch_T + 2 * n_step_return) * batch_B`` so a whole sequence
+    exists. The defaults are the paper's (via rlpyt), with ``delta_clip=None`` (squared error).
 
     Raises:
         ValueError: On a bad hyperparameter (the message names it) or an agent of another kind.
     """
 
-    def __init__(
-        self,
-        agent: BaseAgent,
-        sampler: BaseSampler,
-        *,
-        discount: float = 0.997,
-        batch_size: int = 64,
-        batch_T: int = 80,
-        warmup_T: int = 40,
-        rnn_state_interval: int = 40,
-        min_steps_learn: int = 100_000,
-        delta_clip: float | None = None,
-        replay_size: int = 1_000_000,
-        replay_ratio: float = 1.0,
-        target_update_tau: float = 1.0,
-        target_update_interval: int = 2500,
-        n_step_return: int = 5,
-        double_dqn: bool = True,
-        value_scale_eps: float = 1e-3,
-        learning_rate: float = 1e-4,
-        optimizer: OptimizerCallable | None = None,
-        lr_scheduler: LRSchedulerCallable | None = None,
-        optimizer_eps: float = 1e-3,
-        clip_grad_norm: float | None = 80.0,
-        linear_lr_schedule: bool = False,
-        prioritized_replay: bool = True,
-        pri_alpha: float = 0.9,
-        pri_beta_init: float = 0.6,
-        pri_beta_final: float = 0.6,
-        pri_beta_steps: int = 1_000_000,
-        pri_eta: float = 0.9,
-        default_priority: float = 1.0,
-        input_priorities: bool = True,
-        updates_per_sync: int = 1,
-        checkpoint_replay: bool = True,
-        async_sampling: bool = False,
-        total_env_steps: int | None = None,
-        log_interval_steps: int = 10_000,
-        seed: int | None = None,
-        checkpoint_sampler_state: bool = True,
-        torch_threads: int | None = None,
-    ) -> None:
-        for name, value, low in (("batch_T", batch_T, 1), ("warmup_T", warmup_T, 0),
-                                 ("rnn_state_interval", rnn_state_interval, 1)):
-            if isinstance(value, bool) or int(value) != value or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value}")
-        if not value_scale_eps >= 0.0:
-            raise ValueError(f"value_scale_eps must be >= 0, got {value_scale_eps}")
-        if not 0.0 <= pri_eta <= 1.0:
-            raise ValueError(f"pri_eta must be in [0, 1], got {pri_eta}")
-        super().__init__(
-            agent, sampler, discount=discount, batch_size=batch_size, min_steps_learn=min_steps_learn,
-            delta_clip=delta_clip, replay_size=replay_size, replay_ratio=replay_ratio,
-            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
-            n_step_return=n_step_return, double_dqn=double_dqn, learning_rate=learning_rate, optimizer=optimizer,
-            lr_scheduler=lr_scheduler,
-            optimizer_eps=optimizer_eps, clip_grad_norm=clip_grad_norm, linear_lr_schedule=linear_lr_schedule,
-            prioritized_replay=prioritized_replay, pri_alpha=pri_alpha, pri_beta_init=pri_beta_init,
-            pri_beta_final=pri_beta_final, pri_beta_steps=pri_beta_steps, default_priority=default_priority,
-            updates_per_sync=updates_per_sync, checkpoint_replay=checkpoint_replay,
-            async_sampling=async_sampling, total_env_steps=total_env_steps,
-            log_interval_steps=log_interval_steps, seed=seed, checkpoint_sampler_state=checkpoint_sampler_state,
-            torch_threads=torch_threads,
-        )
-        self.batch_T = int(batch_T)
-        self.warmup_T = int(warmup_T)
-        self.rnn_state_interval = int(rnn_state_interval)
-        self.value_scale_eps = float(value_scale_eps)
-        self.pri_eta = float(pri_eta)
-        self.input_priorities = input_priorities
+    batch_T: int = hparam(80, "Training rows per sequence (after the burn-in).", check=INT_AT_LEAST_1)
+    warmup_T: int = hparam(40, "Burn-in rows per sequence: they only warm up the LSTM state (no loss).",
+                           check=INT_AT_LEAST_0)
+    rnn_state_interval: int = hparam(
+        40, "Rows between stored LSTM states, i.e. between sequence starts.", check=INT_AT_LEAST_1)
+    value_scale_eps: float = hparam(1e-3, "``eps`` of the value rescaling ``h``.", check=NON_NEGATIVE)
+    pri_eta: float = hparam(
+        0.9, "Sequence priority mix ``eta * max + (1 - eta) * mean`` of ``|delta|``.", check=FRACTION)
+    input_priorities: bool = hparam(
+        True, "Give new sequences the TD-error priority of their sampler batch (prioritized replay only).")
+    discount = 0.997
+    batch_size = 64
+    min_steps_learn = 100_000
+    delta_clip = None
+    replay_ratio = 1.0
+    target_update_interval = 2500
+    n_step_return = 5
+    double_dqn = True
+    learning_rate = 1e-4
+    optimizer_eps = 1e-3
+    clip_grad_norm = 80.0
+    prioritized_replay = True
+    pri_alpha = 0.9
+    pri_beta_init = 0.6
+    pri_beta_final = 0.6
+    pri_beta_steps = 1_000_000
 
     agent: R2d1Agent
     #: The per-sequence term of :meth:`loss` that becomes the new priority (plus ``PRIORITY_EPS``).
@@ -291,8 +205,7 @@ class R2D1(DQN):
         return (self.warmup_T + self.batch_T + 2 * self.n_step_return) * self.sampler.batch_spec.B
 
     def setup(self, stage: str) -> None:
-        assert self.replay_setup is not None
-        min_steps_learn = self.replay_setup.min_steps_learn
+        min_steps_learn = self.min_steps_learn
         if stage == "fit" and min_steps_learn < self.min_steps_needed:
             raise ValueError(
                 f"min_steps_learn={min_steps_learn} is less than the {self.min_steps_needed} env steps "

@@ -40,18 +40,18 @@ import torch
 from torch import Tensor, nn
 
 from lightning_rl.agents.qpg import SacAgent
-from lightning_rl.algos.base import RLModule
-from lightning_rl.algos.off_policy import ReplaySetup, SoftTargetUpdate
-from lightning_rl.algos.optim import (
-    LRSchedulerCallable,
-    OptimizerCallable,
-    build_optimizer,
-    mean_metrics,
-    with_lr_schedulers,
+from lightning_rl.algos.hparams import POSITIVE, Check, hparam
+from lightning_rl.algos.off_policy import OffPolicyAlgorithm
+from lightning_rl.algos.optim import mean_metrics
+from lightning_rl.algos.qpg_common import (
+    QpgBatch,
+    QpgHyperparameters,
+    critic_loss,
+    frozen,
+    n_step_target,
+    split_updates,
 )
-from lightning_rl.algos.qpg_common import QpgBatch, check_qpg_args, critic_loss, frozen, n_step_target, split_updates
 from lightning_rl.distributions import DistInfoStd
-from lightning_rl.samplers.base import BaseSampler
 
 METRICS = ("loss", "q_loss", "pi_loss", "alpha_loss", "alpha", "entropy", "q_mean")
 
@@ -114,46 +114,13 @@ def sac_loss(
     }
 
 
-class SAC(RLModule):
+class SAC(QpgHyperparameters, OffPolicyAlgorithm):
     """SAC as a LightningModule (policy, critic and alpha optimizers, all checkpointed).
 
-    Args:
-        agent: A :class:`~lightning_rl.agents.SacAgent`.
-        sampler: Collects ``[T, B]`` batches; ``T * B`` env steps per ``training_step``.
-        batch_size: Transitions per replay batch.
-        replay_size: Transitions the replay holds.
-        replay_ratio: Replayed per collected transitions (``batch_size * K / (T * B)``; 256 with
-            batch 256 is one update per env step).
-        min_steps_learn: Env steps before the first update.
-        n_step_return: n of the n-step return.
-        discount: Discount gamma.
-        target_update_tau: Soft target update step tau in (0, 1].
-        target_update_interval: Updates between target updates.
-        learning_rate: Policy learning rate (and the others' unless given).
-        q_learning_rate: Critic learning rate; None: ``learning_rate``.
-        alpha_learning_rate: Entropy temperature learning rate; None: ``learning_rate``.
-        optimizer: Any torch optimizer for the three (``class_path``/``init_args``; it gets each
-            one's learning rate); None: Adam.
-        lr_scheduler: Any torch LR scheduler (``class_path``/``init_args``), one per optimizer, stepped
-            once per sampler iteration; None: none.
-        fixed_alpha: A constant temperature alpha; None learns it.
-        initial_alpha: Starting alpha when learned.
-        target_entropy: Entropy target of the learned alpha; ``'auto'`` is ``-A``.
-        reward_scale: Factor on rewards (returns) in the target.
-        clip_grad_norm: Max gradient norm of the policy and of the critics; None for no clipping.
-        q_target_clip: Clip targets to ``+-q_target_clip``; None for no clipping.
-        bootstrap_timelimit: Bootstrap the target after time-outs (terminations never).
-        pretrain_uniform: Act uniformly at random before ``min_steps_learn``; False: with the
-            agent's ``pretrain_std`` (rlpyt: 0.75) or its policy when that is None.
-        updates_per_sync: Updates between publishing weights to the sampler.
-        checkpoint_replay: Save the replay next to each checkpoint.
-        async_sampling: Run the sampler in its own process, writing into a shared-memory replay
-            while training runs, at the same replay ratio (README "Asynchronous sampling").
-        total_env_steps: Env-step budget (all ranks); None: no limit beyond the Trainer's.
-        log_interval_steps: Env steps per Lightning epoch (per rank).
-        seed: Env base seed (default: ``seed_everything``'s).
-        checkpoint_sampler_state: See :class:`~lightning_rl.algos.base.RLModule`.
-        torch_threads: Threads for torch's CPU ops in the training process (None: torch's default).
+    The agent is a :class:`~lightning_rl.agents.SacAgent`; the sampler collects ``[T, B]``
+    batches, ``T * B`` env steps per ``training_step``. ``learning_rate`` is the policy's (and the
+    others' unless given); ``clip_grad_norm`` clips the policy and the critics separately, never
+    alpha. ``replay_ratio`` 256 with batch 256 is one update per env step.
 
     Raises:
         ValueError: Naming a bad hyperparameter, or if ``agent`` is not a ``SacAgent``.
@@ -161,86 +128,36 @@ class SAC(RLModule):
 
     agent: SacAgent
 
-    def __init__(
-        self,
-        agent: SacAgent,
-        sampler: BaseSampler,
-        *,
-        batch_size: int = 256,
-        replay_size: int = 1_000_000,
-        replay_ratio: float = 256.0,
-        min_steps_learn: int = 10_000,
-        n_step_return: int = 1,
-        discount: float = 0.99,
-        target_update_tau: float = 0.005,
-        target_update_interval: int = 1,
-        learning_rate: float = 3e-4,
-        q_learning_rate: float | None = None,
-        alpha_learning_rate: float | None = None,
-        optimizer: OptimizerCallable | None = None,
-        lr_scheduler: LRSchedulerCallable | None = None,
-        fixed_alpha: float | None = None,
-        initial_alpha: float = 1.0,
-        target_entropy: float | Literal["auto"] = "auto",
-        reward_scale: float = 1.0,
-        clip_grad_norm: float | None = None,
-        q_target_clip: float | None = None,
-        bootstrap_timelimit: bool = True,
-        pretrain_uniform: bool = True,
-        updates_per_sync: int = 1,
-        checkpoint_replay: bool = True,
-        async_sampling: bool = False,
-        total_env_steps: int | None = None,
-        log_interval_steps: int = 10_000,
-        seed: int | None = None,
-        checkpoint_sampler_state: bool = True,
-        torch_threads: int | None = None,
-    ) -> None:
-        if not isinstance(agent, SacAgent):
-            raise ValueError(f"SAC needs a SacAgent, got agent={agent!r}")
-        super().__init__(
-            agent, sampler, total_env_steps=total_env_steps, log_interval_steps=log_interval_steps, seed=seed,
-            checkpoint_sampler_state=checkpoint_sampler_state, torch_threads=torch_threads, lr_scheduler=lr_scheduler,
-        )
-        self.replay_setup = ReplaySetup(
-            batch_size=batch_size, replay_size=replay_size, replay_ratio=replay_ratio, min_steps_learn=min_steps_learn,
-            n_step_return=n_step_return, discount=discount, updates_per_sync=updates_per_sync,
-            checkpoint_replay=checkpoint_replay, async_sampling=async_sampling,
-        )
-        check_qpg_args(
-            target_update_tau=target_update_tau, target_update_interval=target_update_interval,
-            reward_scale=reward_scale, clip_grad_norm=clip_grad_norm, q_target_clip=q_target_clip,
-            learning_rate=learning_rate, q_learning_rate=q_learning_rate, alpha_learning_rate=alpha_learning_rate,
-            fixed_alpha=fixed_alpha, initial_alpha=initial_alpha,
-        )
-        numeric = isinstance(target_entropy, (int, float)) and math.isfinite(target_entropy)
-        if target_entropy != "auto" and not numeric:
-            raise ValueError(f"target_entropy must be 'auto' or a finite number, got {target_entropy!r}")
-        self.target_update_tau = target_update_tau
-        self.target_update_interval = target_update_interval
-        self.reward_scale = reward_scale
-        self.clip_grad_norm = clip_grad_norm
-        self.q_target_clip = q_target_clip
-        self.bootstrap_timelimit = bootstrap_timelimit
-        self.pretrain_uniform = pretrain_uniform
-        self.learning_rate = learning_rate
-        self.q_learning_rate = learning_rate if q_learning_rate is None else q_learning_rate
-        self.alpha_learning_rate = learning_rate if alpha_learning_rate is None else alpha_learning_rate
-        self.optimizer = optimizer
-        self.fixed_alpha = fixed_alpha
-        self.target_entropy = target_entropy
-        log_alpha = torch.tensor(math.log(initial_alpha if fixed_alpha is None else fixed_alpha))
-        if fixed_alpha is None:
+    alpha_learning_rate: float | None = hparam(
+        None, "Entropy temperature learning rate; None: ``learning_rate``.", check=POSITIVE)
+    fixed_alpha: float | None = hparam(None, "A constant temperature alpha; None learns it.", check=POSITIVE)
+    initial_alpha: float = hparam(1.0, "Starting alpha when learned.", check=POSITIVE)
+    target_entropy: float | Literal["auto"] = hparam(
+        "auto", "Entropy target of the learned alpha; ``'auto'`` is ``-A`` (the action dimension).",
+        check=Check(lambda v: v == "auto" or (isinstance(v, (int, float)) and math.isfinite(v)),
+                    "'auto' or a finite number"))
+    batch_size = 256
+    replay_ratio = 256.0
+    min_steps_learn = 10_000
+    target_update_tau = 0.005
+    learning_rate = 3e-4
+
+    def check_hyperparameters(self) -> None:
+        super().check_hyperparameters()
+        if not isinstance(self.agent, SacAgent):
+            raise ValueError(f"SAC needs a SacAgent, got agent={self.agent!r}")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        log_alpha = torch.tensor(math.log(self.initial_alpha if self.fixed_alpha is None else self.fixed_alpha))
+        if self.fixed_alpha is None:
             self.log_alpha = nn.Parameter(log_alpha)
         else:
             self.register_buffer("log_alpha", log_alpha)
-        self.soft_target_update = SoftTargetUpdate()
         self._critic_parameters: list[nn.Parameter] | None = None
-        self.save_hyperparameters(ignore=["agent", "sampler", "optimizer", "lr_scheduler"])
 
     def on_train_start(self) -> None:
         super().on_train_start()
-        self.soft_target_update.reset()
         self._critic_parameters = None
 
     @property
@@ -260,18 +177,15 @@ class SAC(RLModule):
     def training_step(self, batch: Any, batch_idx: int) -> None:
         if not batch:
             return
-        optimizers = cast(list[Any], self.optimizers())
+        optimizers = self.optimizer_list()
         # Policy and critics clipped separately; alpha (a scalar) never.
         clips = [self.clip_grad_norm, self.clip_grad_norm, None][: len(optimizers)]
         rows: list[Tensor] = []
-        with self.profiler.profile("learner/update"):
-            for mb in split_updates(self.agent, batch, self.reward_scale, self.bootstrap_timelimit):
-                terms = self.loss(mb)
-                self.update_step(optimizers, terms["loss"], clips)
-                self.train_state.updates += 1
-                if self.train_state.updates % self.target_update_interval == 0:
-                    self.soft_target_update(self.agent, self.target_update_tau)
-                rows.append(torch.stack([terms[k].detach() for k in METRICS]))
+        for mb in split_updates(self.agent, batch, self.reward_scale, self.bootstrap_timelimit):
+            terms = self.loss(mb)
+            self.optimize(optimizers, terms["loss"], clips)
+            self.update_target()
+            rows.append(torch.stack([terms[k].detach() for k in METRICS]))
         self.log_step_metrics(mean_metrics(METRICS, rows))
 
     def loss(self, batch: QpgBatch) -> dict[str, Tensor]:
@@ -300,9 +214,9 @@ class SAC(RLModule):
 
     def configure_optimizers(self) -> Any:
         optimizers = [
-            build_optimizer(self.optimizer, self.agent.parameters_for("model"), self.learning_rate),
-            build_optimizer(self.optimizer, self.agent.parameters_for("q"), self.q_learning_rate),
+            self.build_optimizer(self.agent.parameters_for("model")),
+            self.build_optimizer(self.agent.parameters_for("q"), self.q_learning_rate),
         ]
         if self.fixed_alpha is None:
-            optimizers.append(build_optimizer(self.optimizer, [self.log_alpha], self.alpha_learning_rate))
-        return with_lr_schedulers(optimizers, self.lr_scheduler)
+            optimizers.append(self.build_optimizer([self.log_alpha], self.alpha_learning_rate))
+        return self.with_lr_schedulers(optimizers)

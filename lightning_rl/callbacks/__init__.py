@@ -4,10 +4,10 @@ Lightning's own parts do the rest: ``SimpleProfiler`` (``--trainer.profiler simp
 sections the sampler and learner mark (``sampler/obtain``, ``sampler/targets``, ``learner/update``).
 """
 
-from lightning_rl.callbacks.episode_stats import EpisodeStatsCallback
+from lightning_rl.algos.episode_stats import EpisodeStatsCallback
+from lightning_rl.algos.throughput import ThroughputCallback
 from lightning_rl.callbacks.evaluation import EvaluationCallback, evaluate_agent, summarize_trajectories
 from lightning_rl.callbacks.progress import RLProgressBar
-from lightning_rl.callbacks.throughput import ThroughputCallback
 
 __all__ = [
     "EpisodeStatsCallback",

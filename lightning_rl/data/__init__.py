@@ -1,4 +1,4 @@
-"""Sample containers and helpers: namedarraytuples, ``[T, B]`` array helpers, buffers, flat dicts."""
+"""Sample containers and helpers: namedarraytuples, ``[T, B]`` array helpers, buffers."""
 
 from lightning_rl.data.arrays import (
     empty,
@@ -23,20 +23,6 @@ from lightning_rl.data.buffers import (
     np_mp_array,
     numpify_buffer,
     torchify_buffer,
-)
-from lightning_rl.data.flat_dict import (
-    complete_dict_of_list,
-    convert_time_to_batch_major,
-    dict_of_lists_to_list_of_dicts,
-    extract_keywise,
-    flat_dict_to_nat,
-    flatten_dict,
-    join_keys,
-    list_of_dicts_to_flattened_dict_of_lists,
-    nat_to_flat_dict,
-    nonify,
-    unflatten_dict,
-    update_dict_of_lists,
 )
 from lightning_rl.data.namedarraytuple import (
     AttrDict,
@@ -68,14 +54,8 @@ __all__ = [
     "buffer_nbytes",
     "buffer_to",
     "build_array",
-    "complete_dict_of_list",
-    "convert_time_to_batch_major",
-    "dict_of_lists_to_list_of_dicts",
     "empty",
-    "extract_keywise",
     "extract_sequences",
-    "flat_dict_to_nat",
-    "flatten_dict",
     "from_onehot",
     "get_leading_dims",
     "infer_leading_dims",
@@ -84,20 +64,14 @@ __all__ = [
     "is_namedtuple",
     "is_namedtuple_class",
     "iterate_mb_idxs",
-    "join_keys",
-    "list_of_dicts_to_flattened_dict_of_lists",
     "namedarraytuple",
     "namedarraytuple_like",
-    "nat_to_flat_dict",
-    "nonify",
     "np_mp_array",
     "numpify_buffer",
     "restore_leading_dims",
     "select_at_indexes",
     "to_onehot",
     "torchify_buffer",
-    "unflatten_dict",
-    "update_dict_of_lists",
     "valid_mean",
     "zeros",
 ]

@@ -463,7 +463,7 @@ def update_state_dict(
 
     ``p <- tau * new + (1 - tau) * p`` for floating-point entries (Polyak averaging of target
     networks, Lillicrap et al. 2016); ``tau == 1`` is a hard copy. Integer buffers are always
-    copied. Runs as fused ``torch._foreach`` ops over all tensors at once.
+    copied.
 
     Args:
         model: Module to update (e.g. a target network).
@@ -498,8 +498,7 @@ def update_state_dict(
         else:
             hard_dst.append(dst)
             hard_src.append(src)
-    if soft_dst:
-        # lerp: p + tau * (new - p) == tau * new + (1 - tau) * p.
-        torch._foreach_lerp_(soft_dst, soft_src, tau)
-    if hard_dst:
-        torch._foreach_copy_(hard_dst, hard_src)
+    for dst, src in zip(soft_dst, soft_src, strict=True):
+        dst.lerp_(src, tau)  # p + tau * (new - p) == tau * new + (1 - tau) * p
+    for dst, src in zip(hard_dst, hard_src, strict=True):
+        dst.copy_(src)

@@ -1,4 +1,4 @@
-"""``ReplayBuffer``: one configurable class composing storage, index sampler and batch type.
+"""``ReplayBuffer``: one configurable class composing storage, replay index and batch type.
 
 Instead of a class for every combination (rlpyt has 33), a replay is three parts:
 
@@ -7,8 +7,8 @@ Instead of a class for every combination (rlpyt has 33), a replay is three parts
   :class:`~lightning_rl.replays.frames.CompositeFrameReplayStorage` (``frame_stack``: frames per
   field of a dict/tuple observation), either in OS shared memory behind an
   :class:`~lightning_rl.replays.shared.RWLock` (``shared``);
-* index sampler: :class:`~lightning_rl.replays.uniform.UniformSampler` or
-  :class:`~lightning_rl.replays.prioritized.PrioritizedSampler` (``prioritized``);
+* replay index: :class:`~lightning_rl.replays.uniform.UniformIndex` or
+  :class:`~lightning_rl.replays.prioritized.PrioritizedIndex` (``prioritized``);
 * batch type: transitions with n-step targets
   (:class:`~lightning_rl.replays.n_step.SamplesFromReplay`) or sequences for recurrent agents
   (:class:`~lightning_rl.replays.sequence.SequenceSamplesFromReplay`, ``sequence_T``).
@@ -28,11 +28,11 @@ import torch
 
 from lightning_rl.replays.frames import CompositeFrameReplayStorage, FrameReplayStorage
 from lightning_rl.replays.n_step import SamplesFromReplay, extract_transitions
-from lightning_rl.replays.prioritized import PrioritizedSampler
+from lightning_rl.replays.prioritized import PrioritizedIndex
 from lightning_rl.replays.sequence import SequenceSamplesFromReplay, extract_sequence_batch
 from lightning_rl.replays.shared import RWLock
 from lightning_rl.replays.storage import ReplayStorage
-from lightning_rl.replays.uniform import UniformSampler
+from lightning_rl.replays.uniform import UniformIndex
 
 __all__ = ["ReplayBuffer"]
 
@@ -147,12 +147,12 @@ class ReplayBuffer:
             rng=self.rng,
         )
         if prioritized:
-            self.sampler: UniformSampler | PrioritizedSampler = PrioritizedSampler(
+            self.sampler: UniformIndex | PrioritizedIndex = PrioritizedIndex(
                 alpha=alpha, beta=beta, beta_final=beta_final, beta_anneal_steps=beta_anneal_steps,
                 default_priority=default_priority, stratified=stratified, eta=eta, **sampler_kwargs,
             )
         else:
-            self.sampler = UniformSampler(**sampler_kwargs)
+            self.sampler = UniformIndex(**sampler_kwargs)
         self._discount_pow = (float(discount) ** np.arange(n_step_return + 1)).astype(np.float32)
         self.lock = RWLock() if shared else None
 

@@ -1,4 +1,4 @@
-"""Prioritized index sampler (Schaul et al. 2016, https://arxiv.org/abs/1511.05952).
+"""Prioritized replay index (Schaul et al. 2016, https://arxiv.org/abs/1511.05952).
 
 Slot ``i`` (see :mod:`lightning_rl.replays.uniform`) is drawn with probability
 ``P(i) = p_i^α / Σ_k p_k^α`` from a :class:`~lightning_rl.replays.sum_tree.SumTree` whose
@@ -9,7 +9,7 @@ weights correct the bias of non-uniform draws (paper eq. in section 3.4):
 ``w_i = (N · P(i))^{-β} / max_j w_j``, normalised by the largest weight *in the batch*, so
 ``N`` and the total cancel and ``w_i = (p_min / p_i)^{αβ}`` over the batch's priorities.
 ``β`` anneals linearly from ``beta`` to ``beta_final`` over ``beta_anneal_steps`` calls of
-:meth:`PrioritizedSampler.sample`. For sequences (R2D2, Kapturowski et al. 2019) a priority is
+:meth:`PrioritizedIndex.sample`. For sequences (R2D2, Kapturowski et al. 2019) a priority is
 ``η · max_t |δ_t| + (1 - η) · mean_t |δ_t|`` over the sequence's TD errors.
 """
 
@@ -24,10 +24,10 @@ import torch
 from lightning_rl.replays.storage import ReplayStorage
 from lightning_rl.replays.sum_tree import SumTree
 
-__all__ = ["PrioritizedSampler"]
+__all__ = ["PrioritizedIndex"]
 
 
-class PrioritizedSampler:
+class PrioritizedIndex:
     """Draws start slots in proportion to ``priority^alpha`` from a sum tree.
 
     Args:

@@ -1,4 +1,4 @@
-"""Uniform index sampler: every valid start slot equally likely.
+"""Uniform replay index: every valid start slot equally likely.
 
 A *slot* is a ring row ``t`` that may start a replayed window (a multiple of ``interval``: 1
 for transitions, the RNN-state interval for sequences) and an env ``b``. A sampled slot is
@@ -16,12 +16,12 @@ import numpy as np
 
 from lightning_rl.replays.storage import ReplayStorage
 
-__all__ = ["UniformSampler"]
+__all__ = ["UniformIndex"]
 
 _MAX_REDRAWS = 64
 
 
-class UniformSampler:
+class UniformIndex:
     """Draws start slots uniformly at random among the valid ones.
 
     Args:
@@ -30,7 +30,7 @@ class UniformSampler:
         interval: Start rows are multiples of this.
         exclude_truncated: Never draw a row whose own step was truncated (``truncated``), which has
             no stored next state (used by transition replays).
-        rng: Random generator (shared with the replay that owns this sampler).
+        rng: Random generator (shared with the replay that owns this index).
     """
 
     prioritized: Literal[False] = False

@@ -25,7 +25,6 @@ import io
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,79 +32,12 @@ import numpy as np
 
 from lightning_rl.results import stats
 from lightning_rl.results.reader import Run, read_runs
+from lightning_rl.results.summary import RunRow, Summary, Table, VariantRow
 
 DEFAULT_METRIC = "eval/return_mean"
 FALLBACK_METRIC = "train/return_mean"
 FORMATS = ("table", "csv", "markdown")
 PROG = "lightning-rl results"
-
-
-@dataclass
-class RunRow:
-    """One run's line of a table.
-
-    Args:
-        run: The run read.
-        final: The metric's last logged value.
-        best: The metric's largest value.
-    """
-
-    run: Run
-    final: float
-    best: float
-
-
-@dataclass
-class VariantRow:
-    """One variant's aggregate over its seeds.
-
-    Args:
-        label: The variant's name (:func:`~lightning_rl.results.reader.variant_label`).
-        seeds: The seeds of its runs, in table order (None where a config has no int seed).
-        mean: Mean of the runs' final values.
-        iqm: Interquartile mean of the runs' final values.
-        ci: Bootstrap confidence interval of the IQM; None with a single run.
-    """
-
-    label: str
-    seeds: list[int | None]
-    mean: float
-    iqm: float
-    ci: tuple[float, float] | None
-
-
-@dataclass
-class Table:
-    """The results of one (algorithm, env).
-
-    Args:
-        algo: The model's class name.
-        env: The env id.
-        metric: The scalar the values are taken from (the fallback where the requested one was not logged).
-        runs: One row per run, grouped by variant, sorted by seed.
-        variants: One row per variant.
-    """
-
-    algo: str
-    env: str
-    metric: str
-    runs: list[RunRow] = field(default_factory=list)
-    variants: list[VariantRow] = field(default_factory=list)
-
-
-@dataclass
-class Summary:
-    """Tables and the notes on what was left out or approximated.
-
-    Args:
-        tables: One per (algorithm, env), sorted.
-        notes: Plain sentences (missing metrics, fallbacks, single seeds, runs of different lengths).
-        confidence: The confidence level of the intervals.
-    """
-
-    tables: list[Table]
-    notes: list[str]
-    confidence: float
 
 
 def _sort_value(value: Any) -> tuple[int, Any]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lightning_rl.results import stats
-from lightning_rl.results.cli import RunRow, Summary
+from lightning_rl.results.summary import RunRow, Summary
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -442,8 +442,8 @@ class BaseSampler:
 
         Args:
             itr: Sampler iteration (the agent's exploration schedules read it).
-            agent_mode: ``"sample"`` (training data) or ``"eval"``: act in the agent's eval mode,
-                e.g. for the test trajectories of :class:`~lightning_rl.explorer.Explorer`. The
+            agent_mode: ``"sample"`` (training data) or ``"eval"``: act in the agent's eval mode
+                (test trajectories outside training). The
                 agent switches to eval mode only if it is not there already, so a recurrent
                 agent's state carries over between consecutive eval-mode batches.
             reset_envs: Reset every training env and the agent's state first; the unfinished

@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
         print(f"lightning-rl tune: error: {error.name} is not installed: pip install 'lightning-rl[tune]'",
               file=sys.stderr)
         return 2
-    import lightning_rl.algos  # noqa: F401  (class_path names in configs resolve)
+    import lightning_rl.algos.catalog  # noqa: F401  (class_path names in configs resolve)
     import lightning_rl.callbacks  # noqa: F401
     from lightning_rl.video import choose_gl_backend
 

@@ -1,7 +1,7 @@
-"""The algorithm layer stays flat and readable: at most two classes between an algorithm and
-``LightningModule``, no algorithm module over 400 lines, a pure loss function per algorithm,
-keyword-only ``__init__`` arguments after the agent and the sampler, and no method that reuses a
-Lightning hook's name with another signature."""
+"""The algorithm layer stays flat and readable: an algorithm extends ``RLModule`` through its family
+base (on-policy or off-policy) and at most one other algorithm, no algorithm module over 400 lines,
+a pure loss function per algorithm, keyword-only ``__init__`` arguments after the agent and the
+sampler, and no method that reuses a Lightning hook's name with another signature."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ ALGOS_DIR = Path(algos.__file__).parent
 
 
 @pytest.mark.parametrize("cls", ALGORITHMS, ids=lambda c: c.__name__)
-def test_at_most_two_classes_between_an_algorithm_and_lightning_module(cls):
+def test_an_algorithm_is_its_family_base_plus_at_most_one_other_algorithm(cls):
     between = [c for c in cls.__mro__[1:] if issubclass(c, pl.LightningModule) and c is not pl.LightningModule]
-    assert len(between) <= 2, f"{cls.__name__}: {[c.__name__ for c in between]}"
-    assert RLModule in between
+    families = [algos.OnPolicyAlgorithm, algos.OffPolicyAlgorithm]
+    assert between[-2:] in ([family, RLModule] for family in families), f"{cls.__name__}: {between}"
+    assert len(between) <= 3 and all(c in ALGORITHMS for c in between[:-2]), f"{cls.__name__}: {between}"
 
 
 @pytest.mark.parametrize("path", sorted(ALGOS_DIR.glob("*.py")), ids=lambda p: p.name)
@@ -39,7 +40,7 @@ def test_init_arguments_are_keyword_only_after_agent_and_sampler(cls):
     assert [p.name for p in params[:2]] == ["agent", "sampler"]
     rest = params[2:]
     assert rest and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in rest), cls.__name__
-    # Every argument is typed (the __init__ is the config schema) and none is **kwargs.
+    # Every argument is typed (the generated __init__ signature is the config schema) and none is **kwargs.
     assert all(p.annotation is not inspect.Parameter.empty for p in params)
 
 

@@ -216,7 +216,7 @@ def test_ppo_module_loss_uses_new_over_old_and_the_new_entropy():
         valid=t([1.0, 1.0, 1.0, 0.0]),
     )
     value = t([0.0, 0.0, 0.0, 7.0])
-    module.policy_forward = lambda b: (new_info, value)
+    module.policy_forward = lambda b, agent=None: (new_info, value)
     terms = module.loss(batch, ratio_clip=0.3)
     # eps = 0.3 (the argument, not the module's 0.5): clip range [0.7, 1.3]; row 3 masked.
     #   row 0: r 1.5, A +1: min(1.5, 1.3) = 1.3;  row 1: r 0.5, A -1: min(-0.5, -0.7) = -0.7
@@ -242,7 +242,7 @@ def test_ppo_module_loss_passes_value_clip_and_old_value():
         [0.5] * 4, [0.5] * 4, advantage=t([0.0] * 4), return_=t([2.0, 2.0, 1.0, 1.0]),
         old_value=t([0.0, 2.2, 0.2, 0.0]),
     )
-    module.policy_forward = lambda b: (new_info, t([1.0, 2.0, 0.0, -1.0]))
+    module.policy_forward = lambda b, agent=None: (new_info, t([1.0, 2.0, 0.0, -1.0]))
     terms = module.loss(batch, ratio_clip=0.2, diagnostics=False)
     # The rows of test_ppo_value_clip_by_hand: max errors (2.25, 0, 1, 4).
     assert float(terms["value_loss"]) == approx(0.5 * 7.25 / 4)
@@ -323,7 +323,7 @@ def test_a2c_module_loss_uses_the_new_policy():
         return_=t([1.0, 0.0, 0.0, 0.0]),
         valid=t([1.0, 1.0, 1.0, 0.0]),
     )
-    module.policy_forward = lambda b: (new_info, t([0.0, 0.0, 2.0, 7.0]))
+    module.policy_forward = lambda b, agent=None: (new_info, t([0.0, 0.0, 2.0, 7.0]))
     terms = module.loss(batch)
     pi_loss = -(math.log(0.6) * 1.0 + math.log(0.25) * -1.0 + math.log(0.2) * 2.0) / 3
     value_loss = 0.5 * 0.5 * (1.0 + 0.0 + 4.0) / 3

@@ -208,7 +208,8 @@ def test_td3_policy_every_policy_interval_and_targets_every_target_interval():
     mu_before = [p.detach().clone() for p in module.agent.model.parameters()]
     module.training_step(stacked(end_of_episode_batch()[0], 7), 0)
     assert module.train_state.updates == 7
-    assert q_opt.steps == [1, 2, 3, 4, 5, 6, 7]
+    # The updates counted when each optimizer stepped: the critic's step is the one counted (after it).
+    assert q_opt.steps == [0, 1, 2, 3, 4, 5, 6]
     assert mu_opt.steps == [2, 4, 6]
     assert module.soft_target_update.calls == [(3, 0.5), (6, 0.5)]
     assert any(not torch.equal(a, p) for a, p in zip(mu_before, module.agent.model.parameters(), strict=True))
@@ -219,7 +220,7 @@ def test_ddpg_default_intervals_update_everything_every_step():
     module = initialized(pendulum_ddpg(agent=DdpgAgent(**SMALL)))
     mu_opt, q_opt = without_trainer(module, *module.configure_optimizers())
     module.training_step(stacked(end_of_episode_batch()[0], 3), 0)
-    assert q_opt.steps == mu_opt.steps == [1, 2, 3]
+    assert q_opt.steps == [0, 1, 2] and mu_opt.steps == [1, 2, 3]
     assert module.soft_target_update.calls == [(1, 0.01), (2, 0.01), (3, 0.01)]
 
 

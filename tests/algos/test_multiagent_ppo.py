@@ -15,7 +15,6 @@ from lightning_rl.agents import SHARED_AGENT_KEY, CategoricalPgAgent, MultiAgent
 from lightning_rl.algos import MultiAgentPPO
 from lightning_rl.cli import main
 from lightning_rl.envs import COOP_GRID_ID, make_env
-from lightning_rl.explorer import Explorer
 from lightning_rl.runs import newest_checkpoint
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import assert_same, make_trainer, params_vector
@@ -195,11 +194,15 @@ def test_multi_agent_ppo_clearly_beats_random_agents():
     make_trainer().fit(module)
     seconds = time.perf_counter() - start
     # 20 episodes of each env in eval mode (sampling from the policy), on envs unseen in training.
-    explorer = Explorer(SerialSampler(COOP_GRID_ID, batch_T=100, batch_B=4), module.agent, mode="eval", seed=123)
-    explorer.update()
-    trained_return = float(np.mean([t.Return for t in explorer.traj_infos]))
+    sampler = SerialSampler(COOP_GRID_ID, batch_T=100, batch_B=4)
+    sampler.initialize(module.agent, seed=123)
+    try:
+        _, traj_infos = sampler.obtain_samples(0, agent_mode="eval")
+    finally:
+        sampler.shutdown()
+    trained_return = float(np.mean([t.Return for t in traj_infos]))
     print(f"random {random_return:.2f}, trained {trained_return:.2f} after 20480 env steps in {seconds:.1f} s")
-    assert len(explorer.traj_infos) == 20
+    assert len(traj_infos) == 20
     assert trained_return > random_return + 15.0 and trained_return > 10 * random_return
 
 

@@ -427,3 +427,16 @@ def test_r2d1_beats_feed_forward_dqn_on_cartpole_without_velocities():
           f"R2D1 {r2d1_best:.1f} {r2d1_track.history}")
     assert dqn_best < 80.0, dqn_track.history
     assert r2d1_best >= 2 * dqn_best, (dqn_track.history, r2d1_track.history)
+
+
+def test_sequence_replay_rows_are_transitions_plus_the_lstm_state_and_priority():
+    from lightning_rl.algos.replay_setup import (
+        PrioritizedSequenceSamplesToBuffer,
+        SamplesToBuffer,
+        SequenceSamplesToBuffer,
+    )
+
+    transition = ("observation", "action", "reward", "done", "truncated", "prev_action", "prev_reward")
+    assert SamplesToBuffer._fields == transition
+    assert SequenceSamplesToBuffer._fields == (*transition, "prev_rnn_state")
+    assert PrioritizedSequenceSamplesToBuffer._fields == (*transition, "prev_rnn_state", "priority")

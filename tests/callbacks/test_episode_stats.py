@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_rl.callbacks.episode_stats import WindowMean
+from lightning_rl.algos.episode_stats import WindowMean
 
 
 def test_window_mean_matches_the_mean_of_the_last_values():
@@ -64,7 +64,7 @@ def test_window_mean_averages_every_ranks_window_under_ddp(tmp_path):
 def test_the_callback_logs_the_window_means_and_computes_them_again_only_after_new_episodes(monkeypatch):
     from types import SimpleNamespace
 
-    from lightning_rl.callbacks.episode_stats import EpisodeStatsCallback
+    from lightning_rl.algos.episode_stats import EpisodeStatsCallback
     from lightning_rl.envs.traj_info import TrajInfo
 
     def episode(ret: float) -> TrajInfo:

@@ -10,9 +10,10 @@ Rows 1 and 2 cut a run at an epoch's end (:mod:`tests.reliability.exact_resume`)
 * ``every_n``: the uninterrupted run itself writes a checkpoint every few updates
   (``ModelCheckpoint(every_n_train_steps=...)``), one of them mid-epoch, and that one is resumed.
 
-A *leg* is one ``Trainer.fit`` (:func:`run_leg`). The resumed leg runs in a fresh interpreter
-(``python -m tests.reliability.resume_anywhere <spec.json>``) with another global seed. What is
-compared, from the live objects (:func:`state_of`) and the loggers:
+A *leg* is one ``Trainer.fit`` (:func:`run_leg`). The resumed legs run in a fresh interpreter
+(``python -m tests.reliability.resume_anywhere <legs.json>``, one for many legs: each restores
+everything from its checkpoint) with another global seed. What is compared, from the live
+objects (:func:`state_of`) and the loggers:
 
 * right after the reload: weights, counters, every RNG (python, numpy, torch, the minibatch
   shuffle), the sampler's state (envs, collectors, worker RNGs), the replay (arrays, cursor,
@@ -31,7 +32,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -179,15 +179,19 @@ def run_leg(spec: dict[str, Any]) -> dict[str, Any]:
     })
 
 
-def run_leg_in_new_process(spec: dict[str, Any], report: Path) -> dict[str, Any]:
-    """:func:`run_leg` in a fresh interpreter; its report."""
-    spec_path = report.with_suffix(".json")
-    spec_path.write_text(json.dumps({**spec, "global_seed": CHILD_SEED, "report": str(report)}))
+def run_legs_in_new_process(specs: list[dict[str, Any]], out_dir: Path) -> list[dict[str, Any]]:
+    """:func:`run_leg` of each spec, one after another, in one fresh interpreter (another global
+    seed); their reports, or ``{"error": traceback}`` for a leg that raised."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reports = [str(out_dir / f"leg{i}.pt") for i in range(len(specs))]
+    spec_path = out_dir / "legs.json"
+    spec_path.write_text(json.dumps([{**spec, "global_seed": CHILD_SEED, "report": report}
+                                     for spec, report in zip(specs, reports, strict=True)]))
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     proc = subprocess.run([sys.executable, "-m", "tests.reliability.resume_anywhere", str(spec_path)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return torch.load(report, weights_only=True)
+    return [torch.load(report, weights_only=True) for report in reports]
 
 
 def assert_close_rows(full: list[dict[str, float]], resumed: list[dict[str, float]], where: str) -> None:
@@ -205,65 +209,67 @@ def logged_after(report: dict[str, Any], env_steps: int) -> list[dict[str, float
     return [{"step": float(step), **row} for step, row in report["logged"] if step > env_steps]
 
 
-def resume_anywhere(tmp_path: Path, builder: str, how: str, batch: int, **kwargs: Any) -> dict[str, Any]:
-    """Cut ``builder``'s run ``how`` (``budget``, ``sigint`` or ``every_n``) in the middle of an epoch,
-    resume it in a new process and assert it ends as the uninterrupted run (module docstring).
-
-    Args:
-        tmp_path: A fresh directory.
-        builder: ``"module:function"`` building the module from ``total_env_steps`` and ``kwargs``;
-            ``log_interval_steps`` must be ``K * batch``.
-        how: Where the cut comes from.
-        batch: Env steps per sampler iteration.
-        kwargs: More builder arguments (e.g. the sampler).
+def cut_runs(tmp_path: Path, builder: str, hows: tuple[str, ...], batch: int, **kwargs: Any) -> dict[str, Any]:
+    """The uninterrupted run of ``builder(**kwargs)`` and, for each of ``hows`` (``budget``,
+    ``sigint``, ``every_n``), the run cut in the middle of an epoch and what resuming it takes.
 
     Returns:
-        The reports of the uninterrupted, cut and resumed legs.
+        ``{"full": report, how: {"cut": report, "resume": spec}}``; run the ``resume`` specs with
+        :func:`run_legs_in_new_process`, then check each with :func:`check_resumed`.
     """
     def spec(name: str, total: int, **extra: Any) -> dict[str, Any]:
         return {"builder": builder, "kwargs": {**kwargs, "total_env_steps": total}, "dir": str(tmp_path / name),
                 **extra}
 
-    every_n = None
-    if how == "every_n":
-        full = run_leg(spec("full", FULL * batch, every_n=1))
-        saves = {int(itr) for itr in full["at_save"]}
-        assert CUT in saves, sorted(saves)
-        # The periodic checkpoint written right after iteration CUT's updates.
-        ckpt = min((p for p in (tmp_path / "full" / "every").glob("*.ckpt")
-                    if torch.load(p, weights_only=True)["lightning_rl"]["train_state"]["itr"] == CUT),
-                   key=lambda p: p.stat().st_mtime)
-        cut = {"at_save": full["at_save"], "losses": None}
-    else:
-        full = run_leg(spec("full", FULL * batch))
-        if how == "budget":
-            cut = run_leg(spec("cut", CUT * batch))
+    full = run_leg(spec("full", FULL * batch, every_n=1 if "every_n" in hows else None))
+    out: dict[str, Any] = {"full": full}
+    for how in hows:
+        if how == "every_n":
+            # The periodic checkpoint written right after iteration CUT's updates.
+            ckpt = min((p for p in (tmp_path / "full" / "every").glob("*.ckpt")
+                        if torch.load(p, weights_only=True)["lightning_rl"]["train_state"]["itr"] == CUT),
+                       key=lambda p: p.stat().st_mtime)
+            cut = {"at_save": full["at_save"], "losses": full["losses"]}
         else:
-            cut = run_leg(spec("cut", FULL * batch, sigint_at=CUT))
-        ckpt = tmp_path / "cut" / "last.ckpt"
-        # The cut run is the uninterrupted run up to the cut.
-        assert_same(cut["at_save"][str(CUT)], full["at_save"].get(str(CUT), cut["at_save"][str(CUT)]), "cut run")
-        assert_close_rows(full["losses"][: len(cut["losses"])], cut["losses"], "losses before the cut")
-    assert int(torch.load(ckpt, weights_only=True)["lightning_rl"]["train_state"]["itr"]) == CUT
-    start = time.monotonic()
-    resumed = run_leg_in_new_process(spec("resumed", FULL * batch, ckpt=str(ckpt), every_n=every_n),
-                                     tmp_path / "resumed.pt")
-    resumed["wall"] = time.monotonic() - start
+            extra = {"sigint_at": CUT} if how == "sigint" else {}
+            cut = run_leg(spec(f"cut_{how}", CUT * batch if how == "budget" else FULL * batch, **extra))
+            ckpt = tmp_path / f"cut_{how}" / "last.ckpt"
+            # The cut run is the uninterrupted run up to the cut.
+            assert_close_rows(full["losses"][: len(cut["losses"])], cut["losses"], f"{how}: losses before the cut")
+        assert int(torch.load(ckpt, weights_only=True)["lightning_rl"]["train_state"]["itr"]) == CUT, how
+        out[how] = {"cut": cut, "resume": spec(f"resumed_{how}", FULL * batch, ckpt=str(ckpt))}
+    return out
+
+
+def check_resumed(full: dict[str, Any], cut: dict[str, Any], resumed: dict[str, Any], batch: int) -> None:
+    """Assert that ``resumed`` (the cut run resumed in a new process) ended as ``full`` did (the
+    module docstring says what is compared)."""
+    assert "error" not in resumed, resumed.get("error")
     saved = cut["at_save"][str(CUT)]
     # Right after the reload the new process holds what the cut run held at its save.
     assert resumed["at_load"]["train_state"]["itr"] == CUT
     assert_same({k: saved[k] for k in resumed["at_load"]}, resumed["at_load"], "state after reload")
     # Then it does what the uninterrupted run did: the same epochs, updates and logged metrics.
-    assert resumed["epoch_ends"] == [itr for itr in full["epoch_ends"] if itr > CUT]
+    assert resumed["epoch_ends"] == [itr for itr in full["epoch_ends"] if itr > CUT], resumed["epoch_ends"]
     n_before = len(full["losses"]) - len(resumed["losses"])
     assert n_before >= 0
     assert_close_rows(full["losses"][n_before:], resumed["losses"], "losses after the cut")
     cut_steps = CUT * batch
     assert_close_rows(logged_after(full, cut_steps), logged_after(resumed, cut_steps), "metrics logged after the cut")
     assert_same(full["final"], resumed["final"], "final state")
-    return {"full": full, "cut": cut, "resumed": resumed}
+
+
+def _run_specs(path: str) -> None:
+    """The child process: every leg of ``path``'s spec list, a report (or the error) each."""
+    import traceback
+
+    for spec in json.loads(Path(path).read_text()):
+        try:
+            report = run_leg(spec)
+        except BaseException:  # noqa: BLE001 - the test names the leg that failed
+            report = {"error": traceback.format_exc()}
+        torch.save(report, spec["report"])
 
 
 if __name__ == "__main__":
-    _spec = json.loads(Path(sys.argv[1]).read_text())
-    torch.save(run_leg(_spec), _spec["report"])
+    _run_specs(sys.argv[1])

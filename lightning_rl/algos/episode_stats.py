@@ -32,7 +32,7 @@ class WindowMean(Metric):
 
     def __init__(self, window: int) -> None:
         # No cached compute: a rank without new episodes must still join the collective that the
-        # ranks with new episodes enter (a cached value skips it and DDP hangs, row 21).
+        # ranks with new episodes enter (a cached value skips it and DDP hangs).
         super().__init__(compute_with_cache=False)
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")

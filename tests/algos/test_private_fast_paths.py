@@ -1,4 +1,6 @@
-"""The direct update path of RLModule.update_step matches Lightning's manual optimization exactly."""
+"""The private fast paths (lightning_rl.algos.private_fast_paths) give the same updates as their
+public-API twins, bit for bit: the direct update path against Lightning's manual optimization, the
+fused Adam call against ``Adam.step``, and whole runs with the fast paths off against on."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import pytorch_lightning as pl
 import torch
 
 from lightning_rl.agents import SacAgent, Td3Agent
-from lightning_rl.algos import PPO, SAC, TD3
-from lightning_rl.algos.optim import adam_step, build_optimizer, clip_grad_norm_
+from lightning_rl.algos import PPO, SAC, TD3, private_fast_paths
+from lightning_rl.algos.optim import build_optimizer, clip_grad_norm_
+from lightning_rl.algos.private_fast_paths import adam_step
 from lightning_rl.samplers import SerialSampler
 from tests.algos.test_on_policy import cartpole_ppo, make_trainer, params_vector
 
@@ -134,32 +137,25 @@ def test_all_finite_finds_one_bad_value_among_parameters(bad, expected):
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_finite_check_finds_one_bad_value_in_any_dtype_and_after_the_storage_moves(bad, dtype):
-    from lightning_rl.algos.optim import FiniteCheck
+def test_all_finite_finds_one_bad_value_in_any_dtype_written_through_a_view(bad, dtype):
+    from lightning_rl.algos.optim import all_finite
 
     weight = torch.nn.Parameter(torch.ones(4, 3, dtype=dtype))
-    bias = torch.nn.Parameter(torch.full((3,), -2.0, dtype=dtype))
-    check = FiniteCheck([weight, bias, torch.zeros((), dtype=torch.float16)])
-    assert check() is True
+    tensors = [weight, torch.full((3,), -2.0, dtype=dtype), torch.zeros((), dtype=torch.float16)]
+    assert all_finite(tensors) is True
     with torch.no_grad():
         weight.t()[2, 1] = bad  # written through a transposed view: one element, in place
-    assert check() is False
-    with torch.no_grad():
-        weight.fill_(1.0)
-    assert check() is True
-    # New storage for the bias (what ``p.data = ...`` does): the check reads the new memory.
-    bias.data = torch.tensor([0.5, bad, 0.5], dtype=dtype)
-    assert check() is False
-    bias.data = torch.zeros(3, dtype=dtype)
-    assert check() is True
+    assert all_finite(tensors) is False
 
 
-def test_finite_check_counts_a_sum_beyond_the_dtype_as_non_finite():
-    from lightning_rl.algos.optim import FiniteCheck
+def test_all_finite_counts_a_norm_beyond_the_dtype_as_non_finite():
+    from lightning_rl.algos.optim import all_finite
 
-    # Two float32 values of 3e38 sum past float32's largest value, 3.4e38, as a norm would.
-    assert FiniteCheck([torch.full((2,), 3e38)])() is False
-    assert FiniteCheck([torch.full((2,), 1e38)])() is True
+    # Two float32 values of 3e38 sum past float32's largest value, 3.4e38; two of 1e38 do not
+    # (their squares would: an L2 norm calls large finite weights non-finite).
+    assert all_finite([torch.full((2,), 3e38)]) is False
+    assert all_finite([torch.full((2,), 1e38)]) is True
+    assert all_finite([torch.full((3,), 1e30), torch.ones(2)]) is True
 
 
 def test_mean_metrics_averages_rows_per_name_as_floats():
@@ -282,3 +278,29 @@ def test_adam_step_keeps_the_lr_schedulers_note_that_the_optimizer_stepped():
             s.step()
     assert ours.param_groups[0]["lr"] == theirs.param_groups[0]["lr"] == pytest.approx(1e-2 / 8)
     assert all(torch.equal(a, b) for a, b in zip(_opt_tensors(ours), _opt_tensors(theirs), strict=True))
+
+
+@pytest.mark.parametrize("make", [_ppo, _sac], ids=["ppo", "sac"])
+def test_runs_with_the_private_fast_paths_off_give_identical_weights(make, monkeypatch):
+    results = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(private_fast_paths, "enabled", enabled)
+        pl.seed_everything(0)
+        module = make()
+        trainer = make_trainer()
+        trainer.fit(module)
+        results[enabled] = (params_vector(module.agent), module.train_state.updates, trainer.global_step)
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=0, atol=0)
+    assert results[True][1:] == results[False][1:]
+
+
+def test_adam_step_does_nothing_with_the_private_fast_paths_off(monkeypatch):
+    ours, _ = _adam_pair("plain")
+    _set_grads(ours, 0)
+    ours.step()  # creates the state
+    _set_grads(ours, 1)
+    before = [t.clone() for t in _opt_tensors(ours)]
+    monkeypatch.setattr(private_fast_paths, "enabled", False)
+    assert not adam_step(ours)
+    for a, b in zip(before, _opt_tensors(ours), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
