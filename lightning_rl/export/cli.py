@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 __all__ = ["build_parser", "main"]
 
@@ -64,13 +65,39 @@ def main(argv: list[str]) -> int:
         return 1
     info = yaml.safe_load(written["spaces"].read_text())
     print(f"exported {ckpt} ({source['algorithm']}, {source['env_id']}, {source['env_steps']:,} env steps)")
-    print(f"  {type(agent).__name__}: action = {info['policy']['action']}; observation normalisation: "
-          f"{'inside the graph' if info['policy']['observation_normalization'] else 'none in this agent'}")
-    io = info["policy"]
-    print(f"  input {io['input']['name']} {io['input']['shape']} {io['input']['dtype']} -> "
-          f"output {io['output']['name']} {io['output']['shape']} {io['output']['dtype']}")
+    if "agents" in info:
+        shared = " (shared parameters)" if info["policy"]["share_parameters"] else ""
+        print(f"  {type(agent).__name__}{shared}: agents {', '.join(info['agents'])}")
+        described, seen = [], set()
+        for agent_name, entry in info["agents"].items():
+            files = tuple(entry["policy"]["files"].values())
+            if files not in seen:  # a shared policy once
+                seen.add(files)
+                described.append(("shared: " if shared else f"{agent_name}: ", entry["policy"]))
+    else:
+        described = [("", info["policy"])]
+    for label, policy in described:
+        _print_policy(label, policy)
     checks = {"torchscript": "torch.jit.load", "onnx": "onnx.checker + onnxruntime"}
     for key, path in written.items():
-        note = f"loaded with {checks[key]}, matches the agent's actions" if key in checks else "loaded back"
+        kind = key.split(".", 1)[0]
+        note = f"loaded with {checks[kind]}, matches the agent's actions" if kind in checks else "loaded back"
         print(f"  {path}  ({note})")
     return 0
+
+
+def _print_policy(label: str, policy: dict[str, Any]) -> None:
+    """Two lines on one exported policy: what it computes and its graph's signature."""
+    agent = policy["agent"].rsplit(".", 1)[1]
+    print(f"  {label}{agent}: action = {policy['action']}; observation normalisation: "
+          f"{'inside the graph' if policy['observation_normalization'] else 'none in this agent'}")
+    inputs, outputs = policy.get("inputs", [policy.get("input")]), policy.get("outputs", [policy.get("output")])
+
+    def signature(ios: list[dict[str, Any]]) -> str:
+        return ", ".join(f"{io['name']} {io['shape']} {io['dtype']}" for io in ios)
+
+    plural = "s" if len(inputs) > 1 else ""
+    print(f"  input{plural} {signature(inputs)} -> output{'s' if len(outputs) > 1 else ''} {signature(outputs)}")
+    if "recurrent" in policy:
+        print("  recurrent: an episode starts from zeros (state, prev_action, prev_reward); feed next_rnn_state_h/c, "
+              "the action and the env's reward back at each step")
