@@ -295,6 +295,10 @@ def _policy_info(plan: _Export, files: dict[str, Path]) -> dict[str, Any]:
     info: dict[str, Any] = {"agent": _qualname(plan.target.agent)}
     if plan.target.agent_names:
         info["acts_for"] = list(plan.target.agent_names)
+    if plan.target.agent_index:
+        # The shared policy tells agents apart by a one-hot appended to each one's observation.
+        info["agent_id"] = {"appended_to": plan.leaves[0].name, "size": len(plan.target.agent_names),
+                            "index": dict(plan.target.agent_index)}
     info["action"] = plan.meaning
     info["observation_normalization"] = any(isinstance(m, RunningMeanStdModel) for m in policy.modules())
     inputs = [{"name": leaf.name, "shape": ["batch", *leaf.space.shape], "dtype": str(input_dtype(leaf.space))}

@@ -13,12 +13,12 @@ critic is no part of an exported policy (only the acting network is: ``policy_of
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 
-__all__ = ["PolicyTarget", "policy_targets", "stack_rows"]
+__all__ = ["PolicyTarget", "policy_targets", "stack_rows", "with_agent_id"]
 
 
 def _same(value: Any) -> Any:
@@ -46,6 +46,8 @@ class PolicyTarget:
         observation_rows: The env's observation ``[B, ...]`` -> this policy's ``[n * B, ...]``.
         action_rows: The agent's action ``[B, ...]`` -> this policy's ``[n * B, ...]``.
         reward_rows: The env's reward ``[B]`` -> this policy's previous rewards ``[n * B]``.
+        agent_index: For a shared policy whose input ends with a one-hot of the agent's id: each
+            agent's index in it (empty otherwise).
     """
 
     key: str | None
@@ -54,6 +56,18 @@ class PolicyTarget:
     observation_rows: Callable[[Any], Any] = _same
     action_rows: Callable[[Any], Any] = _same
     reward_rows: Callable[[np.ndarray], np.ndarray] = _same
+    agent_index: dict[str, int] = field(default_factory=dict)
+
+
+def with_agent_id(observation: Any, index: int | None, n: int) -> Any:
+    """A vector observation ``[B, size]`` with the one-hot of agent ``index`` among ``n`` appended
+    (as :class:`~lightning_rl.agents.MultiAgent` feeds a shared policy); unchanged for ``None``."""
+    if index is None:
+        return observation
+    observation = np.asarray(observation)
+    onehot = np.zeros((*observation.shape[:-1], n), dtype=observation.dtype)
+    onehot[..., index] = 1
+    return np.concatenate([observation, onehot], axis=-1)
 
 
 def policy_targets(agent: Any) -> list[PolicyTarget]:
@@ -73,8 +87,11 @@ def policy_targets(agent: Any) -> list[PolicyTarget]:
     for key, names in agent.learners().items():
         names = tuple(names)
 
-        def observation_rows(observation: Any, names: tuple[str, ...] = names) -> Any:
-            return stack_rows([agent.agent_observation(observation, n) for n in names])
+        index = {n: agent.onehot_index[n] for n in names if n in agent.onehot_index}
+
+        def observation_rows(observation: Any, names: tuple[str, ...] = names, index: dict[str, int] = index) -> Any:
+            return stack_rows([with_agent_id(agent.agent_observation(observation, n), index.get(n), len(names))
+                               for n in names])
 
         def action_rows(action: Any, names: tuple[str, ...] = names) -> Any:
             return stack_rows([getattr(action, n) for n in names])
@@ -82,5 +99,7 @@ def policy_targets(agent: Any) -> list[PolicyTarget]:
         def reward_rows(reward: np.ndarray, n: int = len(names)) -> np.ndarray:
             return np.concatenate([reward] * n)
 
-        targets.append(PolicyTarget(key, agent.agents[key], names, observation_rows, action_rows, reward_rows))
+        targets.append(
+            PolicyTarget(key, agent.agents[key], names, observation_rows, action_rows, reward_rows, index)
+        )
     return targets

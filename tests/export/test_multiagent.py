@@ -109,6 +109,9 @@ def test_a_shared_recurrent_policy_reproduces_every_agent_with_its_own_state(tmp
         assert info["agents"][name]["policy"]["files"]["onnx"] == "policy.shared.onnx"
         assert info["agents"][name]["policy"]["acts_for"] == list(NAMES)
         assert info["agents"][name]["policy"]["recurrent"]["hidden_size"] == 8
+        # A shared policy's agents are told apart by a one-hot of their index appended to the observation.
+        assert info["agents"][name]["policy"]["agent_id"] == {
+            "appended_to": "observation", "size": 2, "index": {"agent_0": 0, "agent_1": 1}}
 
     T, B = 5, 3
     steps = [observations(spaces, B, seed=10 + t) for t in range(T)]
@@ -127,8 +130,10 @@ def test_a_shared_recurrent_policy_reproduces_every_agent_with_its_own_state(tmp
             h = c = np.zeros((1, B, 8), dtype=np.float32)
             prev_action = np.zeros(B, dtype=np.int64)
             actions = []
+            onehot = np.tile(np.eye(len(NAMES), dtype=np.float32)[NAMES.index(name)], (B, 1))
             for t in range(T):
-                prev_action, h, c = run(getattr(steps[t], name), prev_action, rewards[t], h, c)
+                observation = np.concatenate([getattr(steps[t], name), onehot], axis=1)
+                prev_action, h, c = run(observation, prev_action, rewards[t], h, c)
                 actions.append(prev_action)
             np.testing.assert_array_equal(np.stack(actions), np.stack([getattr(a, name) for a in expected]),
                                           err_msg=f"{fmt} {name}")
