@@ -14,7 +14,8 @@ Life cycle:
    steps one sampler iteration collects over all ranks, for schedules counted in env steps.
 3. ``agent.initialize(env_spaces, share_memory=..., global_B=..., env_ranks=...)``: builds the
    model from the env's spaces (:meth:`make_env_to_model_kwargs` + :meth:`make_model`; with a
-   given ``model`` factory, :meth:`build_given_model` instead of the agent's automatic choice).
+   given ``model`` factory, :meth:`build_given_model` instead of the agent's automatic choice),
+   then what needs it (:meth:`finish_initialize`: target networks, critics, epsilons).
 4. ``agent.to_device(device)``: the training copy goes to ``device``; the shared CPU copy stays.
 5. Every iteration: ``sample_mode(itr)`` then ``step(...)`` in the sampler,
    ``train_mode(itr)`` in the algorithm, ``sync_shared_memory()`` after the update.
@@ -184,6 +185,15 @@ class BaseAgent(nn.Module):
         if share_memory:
             self.model.share_memory()
             object.__setattr__(self, "shared_model", self.model)
+        self.finish_initialize(env_spaces)
+
+    def finish_initialize(self, env_spaces: Any) -> None:
+        """Build what needs the model: target networks, critics, action scaling, per-env schedules.
+
+        :meth:`initialize` calls it last, on every call, with ``model``, ``distribution``,
+        ``global_B`` and ``env_ranks`` set; networks an earlier call built are kept. Overrides
+        call ``super().finish_initialize(env_spaces)`` first. The base agent has nothing to add.
+        """
 
     def set_steps_per_itr(self, steps_per_itr: int) -> None:
         """Tell the agent how many env steps one sampler iteration collects, summed over all ranks.
