@@ -411,12 +411,22 @@ def is_image_space(space: Any) -> bool:
     return image_layout(space) is not None
 
 
-def image_model_kwargs(space: Any, output_size: Any) -> dict[str, Any]:
-    """The env-dependent arguments of the Atari conv models for the image space ``space``:
-    ``image_shape`` and ``output_size``, plus ``channels_last=True`` for ``[H, W, C]`` images
-    (only then, so ``[C, H, W]`` frame stacks get exactly the arguments they always had).
+def image_or_vector_model_kwargs(space: Any, action_size: Any, owner: str) -> dict[str, Any]:
+    """The env-dependent model arguments of an agent whose image observations get the Atari conv
+    models (the DQN family, the categorical PG agent), for the observation space ``space``.
+
+    A uint8 image (:func:`is_image_space`) gives ``image_shape`` and ``output_size``, plus
+    ``channels_last=True`` for ``[H, W, C]`` images (only then, so ``[C, H, W]`` frame stacks get
+    exactly the arguments they always had); any other space ``observation_shape`` (see
+    :func:`check_observation_space`) and ``action_size``.
+
+    Raises:
+        ValueError: As :func:`check_observation_space`, naming ``owner``.
     """
-    kwargs: dict[str, Any] = {"image_shape": tuple(int(s) for s in space.shape), "output_size": output_size}
+    observation_shape = check_observation_space(space, owner)
+    if not is_image_space(space):
+        return {"observation_shape": observation_shape, "action_size": action_size}
+    kwargs: dict[str, Any] = {"image_shape": tuple(int(s) for s in space.shape), "output_size": action_size}
     if image_layout(space) == "HWC":
         kwargs["channels_last"] = True
     return kwargs

@@ -20,9 +20,7 @@ from lightning_rl.agents.base import (
     BaseAgent,
     check_discrete_action_space,
     check_model_factory,
-    check_observation_space,
-    image_model_kwargs,
-    is_image_space,
+    image_or_vector_model_kwargs,
     make_target_model,
 )
 from lightning_rl.agents.epsilon import EpsilonGreedyAgentMixin
@@ -131,10 +129,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         name = type(self).__name__
         action_size = check_discrete_action_space(env_spaces.action, name)
-        obs_shape = check_observation_space(env_spaces.observation, name)
-        if is_image_space(env_spaces.observation):
-            return image_model_kwargs(env_spaces.observation, action_size)
-        return {"observation_shape": obs_shape, "action_size": action_size}
+        return image_or_vector_model_kwargs(env_spaces.observation, action_size, name)
 
     def make_model(self, env_spaces: Any) -> nn.Module:
         if self.model_factory is not None:
