@@ -61,7 +61,8 @@ ModelFactory = Callable[[Sequence[int], int], nn.Module]
 
 #: What the ``observation_shape`` argument of the vector models takes: the shape of one array
 #: observation, or the :class:`~lightning_rl.spaces.Composite` space of a dict or tuple
-#: observation, or a uint8 image space (the agents pass the space itself; see :func:`make_encoder`).
+#: observation (encoded by a :class:`CompositeEncoder`), or a uint8 image space (the agents pass
+#: the space itself; see :func:`make_encoder`).
 ObservationShape = Sequence[int] | Composite | IntBox
 
 

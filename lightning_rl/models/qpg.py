@@ -25,13 +25,11 @@ class MuMlpModel(FeedForwardModel):
     """Deterministic policy ``mu(s) = output_max * tanh(MLP(s))`` (DDPG, TD3).
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's DDPG default ``(400, 300)``.
         output_max: Bound of the action (actions in ``[-output_max, output_max]``).
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> mu [..., A]``.
     """
@@ -59,12 +57,10 @@ class PiMlpModel(FeedForwardModel):
     """Gaussian policy MLP with state-dependent mean and log std (SAC, before the tanh squash).
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's SAC default ``(256, 256)``.
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> (mu [..., A], log_std [..., A])``
     (``log_std`` unclipped: the agent bounds it).
@@ -91,12 +87,10 @@ class QofMuMlpModel(nn.Module):
     """Action-value MLP ``Q(s, a)`` on the concatenated observation and action (DDPG, TD3, SAC).
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's DDPG default ``(400, 300)``.
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
     """
 
     def __init__(
