@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from lightning_rl.data import infer_leading_dims, restore_leading_dims
+from lightning_rl.data import restore_leading_dims
 from lightning_rl.models.base import (
     FeedForwardModel,
     FieldEncoder,
@@ -122,11 +122,8 @@ class QofMuMlpModel(nn.Module):
             prev_reward: Unused.
             action: ``[..., action_size]``, same leading dims as ``observation``.
         """
-        if isinstance(observation, torch.Tensor):
-            lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
-            observation = observation.reshape((T * B,) + shape)
-        else:  # dict or tuple observation: the action joins the concatenated field features
-            observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
+        # A dict or tuple observation's action joins the concatenated field features.
+        observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
         obs = self.encoder(observation)
         act = action.reshape(T * B, self.action_size).to(obs.dtype)
         q = self.mlp(torch.cat([obs, act], dim=-1)).squeeze(-1)
