@@ -261,10 +261,10 @@ def _pg_lstm_parts(
         observation_shape,
         hidden_sizes,
         nonlinearity,
-        normalize_observation,
-        norm_obs_clip,
-        norm_obs_var_clip,
-        field_encoders,
+        normalize_observation=normalize_observation,
+        norm_obs_clip=norm_obs_clip,
+        norm_obs_var_clip=norm_obs_var_clip,
+        field_encoders=field_encoders,
     )
     lstm = LstmCore(encoder.output_size, _check_action_size(action_size), lstm_size, discrete_action)
     if orthogonal_init:
