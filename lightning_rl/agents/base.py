@@ -14,7 +14,8 @@ Life cycle:
    steps one sampler iteration collects over all ranks, for schedules counted in env steps.
 3. ``agent.initialize(env_spaces, share_memory=..., global_B=..., env_ranks=...)``: builds the
    model from the env's spaces (:meth:`make_env_to_model_kwargs` + :meth:`make_model`; with a
-   given ``model`` factory, :meth:`build_given_model` instead of the agent's automatic choice).
+   given ``model`` factory, :meth:`build_given_model` instead of the agent's automatic choice),
+   then what needs it (:meth:`finish_initialize`: target networks, critics, epsilons).
 4. ``agent.to_device(device)``: the training copy goes to ``device``; the shared CPU copy stays.
 5. Every iteration: ``sample_mode(itr)`` then ``step(...)`` in the sampler,
    ``train_mode(itr)`` in the algorithm, ``sync_shared_memory()`` after the update.
@@ -184,6 +185,15 @@ class BaseAgent(nn.Module):
         if share_memory:
             self.model.share_memory()
             object.__setattr__(self, "shared_model", self.model)
+        self.finish_initialize(env_spaces)
+
+    def finish_initialize(self, env_spaces: Any) -> None:
+        """Build what needs the model: target networks, critics, action scaling, per-env schedules.
+
+        :meth:`initialize` calls it last, on every call, with ``model``, ``distribution``,
+        ``global_B`` and ``env_ranks`` set; networks an earlier call built are kept. Overrides
+        call ``super().finish_initialize(env_spaces)`` first. The base agent has nothing to add.
+        """
 
     def set_steps_per_itr(self, steps_per_itr: int) -> None:
         """Tell the agent how many env steps one sampler iteration collects, summed over all ranks.
@@ -401,12 +411,22 @@ def is_image_space(space: Any) -> bool:
     return image_layout(space) is not None
 
 
-def image_model_kwargs(space: Any, output_size: Any) -> dict[str, Any]:
-    """The env-dependent arguments of the Atari conv models for the image space ``space``:
-    ``image_shape`` and ``output_size``, plus ``channels_last=True`` for ``[H, W, C]`` images
-    (only then, so ``[C, H, W]`` frame stacks get exactly the arguments they always had).
+def image_or_vector_model_kwargs(space: Any, action_size: Any, owner: str) -> dict[str, Any]:
+    """The env-dependent model arguments of an agent whose image observations get the Atari conv
+    models (the DQN family, the categorical PG agent), for the observation space ``space``.
+
+    A uint8 image (:func:`is_image_space`) gives ``image_shape`` and ``output_size``, plus
+    ``channels_last=True`` for ``[H, W, C]`` images (only then, so ``[C, H, W]`` frame stacks get
+    exactly the arguments they always had); any other space ``observation_shape`` (see
+    :func:`check_observation_space`) and ``action_size``.
+
+    Raises:
+        ValueError: As :func:`check_observation_space`, naming ``owner``.
     """
-    kwargs: dict[str, Any] = {"image_shape": tuple(int(s) for s in space.shape), "output_size": output_size}
+    observation_shape = check_observation_space(space, owner)
+    if not is_image_space(space):
+        return {"observation_shape": observation_shape, "action_size": action_size}
+    kwargs: dict[str, Any] = {"image_shape": tuple(int(s) for s in space.shape), "output_size": action_size}
     if image_layout(space) == "HWC":
         kwargs["channels_last"] = True
     return kwargs

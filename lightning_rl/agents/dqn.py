@@ -1,7 +1,7 @@
 """Value-based agents with epsilon-greedy exploration: DQN, categorical DQN and R2D1 (rlpyt 3).
 
 Each agent holds the online network ``model`` and a frozen copy ``target_model`` (built in
-:meth:`DqnAgent.initialize`, moved to the online network by :meth:`DqnAgent.update_target`).
+:meth:`DqnAgent.finish_initialize`, moved to the online network by :meth:`DqnAgent.update_target`).
 Only ``model`` is trainable: ``agent.parameters_for("model")`` is what an optimizer takes.
 Vector observations get MLP models, uint8 frames ``[C, H, W]`` the Atari conv models, unless the
 agent's ``model`` argument names the network (any model class with its own arguments, built with
@@ -20,9 +20,7 @@ from lightning_rl.agents.base import (
     BaseAgent,
     check_discrete_action_space,
     check_model_factory,
-    check_observation_space,
-    image_model_kwargs,
-    is_image_space,
+    image_or_vector_model_kwargs,
     make_target_model,
 )
 from lightning_rl.agents.epsilon import EpsilonGreedyAgentMixin
@@ -131,10 +129,7 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         name = type(self).__name__
         action_size = check_discrete_action_space(env_spaces.action, name)
-        obs_shape = check_observation_space(env_spaces.observation, name)
-        if is_image_space(env_spaces.observation):
-            return image_model_kwargs(env_spaces.observation, action_size)
-        return {"observation_shape": obs_shape, "action_size": action_size}
+        return image_or_vector_model_kwargs(env_spaces.observation, action_size, name)
 
     def make_model(self, env_spaces: Any) -> nn.Module:
         if self.model_factory is not None:
@@ -147,15 +142,9 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
     def make_distribution(self, env_spaces: Any) -> EpsilonGreedy:
         return EpsilonGreedy(dim=int(env_spaces.action.n))
 
-    def initialize(
-        self,
-        env_spaces: Any,
-        share_memory: bool = False,
-        global_B: int = 1,
-        env_ranks: list[int] | None = None,
-    ) -> None:
-        """Build ``model``, the frozen ``target_model`` copy and this rank's epsilons."""
-        super().initialize(env_spaces, share_memory=share_memory, global_B=global_B, env_ranks=env_ranks)
+    def finish_initialize(self, env_spaces: Any) -> None:
+        """This rank's epsilons, then the frozen ``target_model`` copy of ``model``."""
+        super().finish_initialize(env_spaces)
         if self.target_model is None:
             assert self.model is not None
             self.target_model = make_target_model(self.model)

@@ -121,16 +121,10 @@ class EpsilonGreedyAgentMixin(_AgentBase):
         """The epsilon the distribution acts with now (scalar or ``[B]``)."""
         return self._epsilon
 
-    def initialize(
-        self,
-        env_spaces: Any,
-        share_memory: bool = False,
-        global_B: int = 1,
-        env_ranks: list[int] | None = None,
-    ) -> None:
-        """Build the agent, then this rank's epsilons (see :meth:`make_vec_eps`)."""
-        super().initialize(env_spaces, share_memory=share_memory, global_B=global_B, env_ranks=env_ranks)
-        self.make_vec_eps(global_B, env_ranks)
+    def finish_initialize(self, env_spaces: Any) -> None:
+        """This rank's epsilons (see :meth:`make_vec_eps`), once the agent is built."""
+        super().finish_initialize(env_spaces)
+        self.make_vec_eps(self.global_B, self.env_ranks)
         self._set_epsilon(self.eps_sample)
 
     def set_steps_per_itr(self, steps_per_itr: int) -> None:

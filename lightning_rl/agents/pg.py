@@ -33,8 +33,7 @@ from lightning_rl.agents.base import (
     check_discrete_action_space,
     check_model_factory,
     check_observation_space,
-    image_model_kwargs,
-    is_image_space,
+    image_or_vector_model_kwargs,
 )
 from lightning_rl.agents.recurrent import AlternatingRecurrentAgentMixin, RecurrentAgentMixin, rnn_state_to_samples
 from lightning_rl.data.buffers import buffer_func, buffer_to
@@ -289,10 +288,7 @@ class CategoricalPgAgent(PgAgentBase):
     def make_env_to_model_kwargs(self, env_spaces: Any) -> dict[str, Any]:
         name = type(self).__name__
         action_size = _discrete_action_sizes(env_spaces.action, name)
-        obs_shape = check_observation_space(env_spaces.observation, name)
-        if is_image_space(env_spaces.observation):
-            return image_model_kwargs(env_spaces.observation, action_size)
-        return {"observation_shape": obs_shape, "action_size": action_size}
+        return image_or_vector_model_kwargs(env_spaces.observation, action_size, name)
 
     def make_model(self, env_spaces: Any) -> nn.Module:
         given = self.build_model_from_factory(env_spaces)

@@ -123,24 +123,18 @@ class QpgAgentBase(BaseAgent):
         action_size = check_continuous_action_space(env_spaces.action, name, bounded=True)
         return {"observation_shape": check_observation_space(env_spaces.observation, name), "action_size": action_size}
 
-    def initialize(
-        self,
-        env_spaces: Any,
-        share_memory: bool = False,
-        global_B: int = 1,
-        env_ranks: list[int] | None = None,
-    ) -> None:
-        """Build the networks, their targets and the action scaling of ``env_spaces.action``."""
+    def finish_initialize(self, env_spaces: Any) -> None:
+        """The action scaling of ``env_spaces.action``, the critics and all target networks."""
+        super().finish_initialize(env_spaces)
         low = torch.as_tensor(env_spaces.action.low, dtype=torch.float32)
         high = torch.as_tensor(env_spaces.action.high, dtype=torch.float32)
-        super().initialize(env_spaces, share_memory=share_memory, global_B=global_B, env_ranks=env_ranks)
         # Derived from the env, so not saved; registered so they follow the agent's device.
         self.register_buffer("action_scale", ((high - low) / 2).to(self.device), persistent=False)
         self.register_buffer("action_bias", ((high + low) / 2).to(self.device), persistent=False)
         self.make_critics(env_spaces)
 
     def make_critics(self, env_spaces: Any) -> None:
-        """Build the Q-networks and all target networks (called once by :meth:`initialize`)."""
+        """Build the Q-networks and all target networks (called by :meth:`finish_initialize`)."""
         raise NotImplementedError(f"{type(self).__name__} must implement make_critics")
 
     def make_policy_model(self, env_spaces: Any, default: type[nn.Module], **kwargs: Any) -> nn.Module:

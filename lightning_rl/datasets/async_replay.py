@@ -694,11 +694,7 @@ class AsyncReplayDataset(SamplerDataset):
         self._busy = (time.perf_counter(), state.updates)
         self.agent.train_mode(state.itr)
         state.record_rollout(self.sampler.batch_spec.size, runner.take_traj_infos())
-        if state.env_steps < self.min_steps_learn:
-            return ()
-        state.update_credit += self.updates_per_iteration
-        n_updates = int(state.update_credit)
-        state.update_credit -= n_updates
+        n_updates = state.take_owed_updates(self.updates_per_iteration, self.min_steps_learn)
         if n_updates == 0:
             return ()
         with self.profiler.profile("sampler/replay_batches"):

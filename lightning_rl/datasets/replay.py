@@ -71,16 +71,11 @@ class ReplayDataset(SamplerDataset):
             samples = self.obtain()
             with self.profiler.profile("sampler/append"):
                 self.replay.append_samples(self.samples_to_buffer(samples))
-        if self.state.env_steps < self.min_steps_learn:
-            return ()
-        self.state.update_credit += self.updates_per_iteration
-        n_updates = int(self.state.update_credit)
-        self.state.update_credit -= n_updates
+        n_updates = self.state.take_owed_updates(self.updates_per_iteration, self.min_steps_learn)
         if n_updates == 0:
             return ()
         with self.profiler.profile("sampler/replay_batches"):
-            batches = [self.replay.sample_batch(self.batch_size) for _ in range(n_updates)]
-            return stack_batches(batches)
+            return stack_batches([self.replay.sample_batch(self.batch_size) for _ in range(n_updates)])
 
 
 def stack_batches(batches: list[Any]) -> Any:

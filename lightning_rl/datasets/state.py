@@ -34,6 +34,19 @@ class TrainState:
         self.itr += 1
         self.new_traj_infos.extend(traj_infos)
 
+    def take_owed_updates(self, updates_per_iteration: float, min_steps_learn: int) -> int:
+        """The whole number of updates the replay ratio owes for the iteration just recorded.
+
+        None before ``min_steps_learn`` env steps; from then on ``updates_per_iteration`` an
+        iteration, the fraction left over carried in :attr:`update_credit` to the next one.
+        """
+        if self.env_steps < min_steps_learn:
+            return 0
+        self.update_credit += updates_per_iteration
+        n_updates = int(self.update_credit)
+        self.update_credit -= n_updates
+        return n_updates
+
     def pop_traj_infos(self) -> list[Any]:
         """Return and forget the episodes completed since the last call."""
         out, self.new_traj_infos = self.new_traj_infos, []

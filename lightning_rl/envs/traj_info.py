@@ -39,15 +39,7 @@ class TrajInfo(AttrDict):
         self._discount = float(discount)
         self._cur_discount = 1.0
 
-    def step(
-        self,
-        observation: Any,
-        action: Any,
-        reward: Any,
-        done: Any,
-        agent_info: Any,
-        env_info: Any,
-    ) -> None:
+    def step(self, observation: Any, action: Any, reward: Any, done: Any, agent_info: Any, env_info: Any) -> None:
         """Account one env step (``reward`` is a scalar: float, numpy or one-element tensor)."""
         reward = float(reward)
         self.Length += 1
@@ -85,15 +77,7 @@ class AtariTrajInfo(TrajInfo):
         super().__init__(discount=discount)
         self.GameScore = 0.0
 
-    def step(
-        self,
-        observation: Any,
-        action: Any,
-        reward: Any,
-        done: Any,
-        agent_info: Any,
-        env_info: Any,
-    ) -> None:
+    def step(self, observation: Any, action: Any, reward: Any, done: Any, agent_info: Any, env_info: Any) -> None:
         """Account one env step; ``env_info`` must have a ``game_score`` field."""
         super().step(observation, action, reward, done, agent_info, env_info)
         self.GameScore += float(env_info.game_score)

@@ -30,6 +30,7 @@ from lightning_rl.spaces import Composite, FloatBox, IntBox
 
 __all__ = [
     "CompositeEncoder",
+    "EncoderHeadModel",
     "FeedForwardModel",
     "FieldEncoder",
     "ImageEncoder",
@@ -61,7 +62,8 @@ ModelFactory = Callable[[Sequence[int], int], nn.Module]
 
 #: What the ``observation_shape`` argument of the vector models takes: the shape of one array
 #: observation, or the :class:`~lightning_rl.spaces.Composite` space of a dict or tuple
-#: observation, or a uint8 image space (the agents pass the space itself; see :func:`make_encoder`).
+#: observation (encoded by a :class:`CompositeEncoder`), or a uint8 image space (the agents pass
+#: the space itself; see :func:`make_encoder`).
 ObservationShape = Sequence[int] | Composite | IntBox
 
 
@@ -689,7 +691,26 @@ def flatten_observation(encoder: Any, observation: Any) -> tuple[Any, int, int, 
     return encoder.flatten_leading_dims(observation, lead_dim, T * B), lead_dim, T, B
 
 
-class FeedForwardModel(nn.Module):
+class EncoderHeadModel(nn.Module):
+    """What :class:`FeedForwardModel` and :class:`RecurrentModel` share: an ``encoder`` of the
+    observations, a ``head``, :meth:`outputs` on the head's result and the encoder's running
+    observation statistics. The subclasses register their modules themselves (their order is the
+    ``state_dict``'s and the optimizers' parameter order).
+    """
+
+    encoder: Encoder
+    head: nn.Module
+
+    def outputs(self, head_output: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """Post-process the head's ``[N, ...]`` output (identity by default)."""
+        return head_output
+
+    def update_obs_rms(self, observation: Any, all_gather: AllGather | None = None) -> None:
+        """Update running observation statistics (no-op unless ``normalize_observation``)."""
+        self.encoder.update_obs_rms(observation, all_gather)
+
+
+class FeedForwardModel(EncoderHeadModel):
     """``encoder -> head -> outputs``, over inputs with leading dims ``[]``, ``[B]`` or ``[T, B]``.
 
     Subclasses build ``encoder`` (:class:`VectorEncoder` or :class:`ImageEncoder`) and ``head``
@@ -705,14 +726,6 @@ class FeedForwardModel(nn.Module):
         self.encoder = encoder
         self.head = head
 
-    def outputs(self, head_output: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        """Post-process the head's ``[N, ...]`` output (identity by default)."""
-        return head_output
-
-    def update_obs_rms(self, observation: Any, all_gather: AllGather | None = None) -> None:
-        """Update running observation statistics (no-op unless ``normalize_observation``)."""
-        self.encoder.update_obs_rms(observation, all_gather)
-
     def forward(
         self,
         observation: Any,
@@ -727,16 +740,12 @@ class FeedForwardModel(nn.Module):
             prev_action: Unused by feed-forward models (kept for the common signature).
             prev_reward: Unused by feed-forward models.
         """
-        if isinstance(observation, torch.Tensor):
-            lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
-            observation = observation.reshape((T * B,) + shape)
-        else:  # dict or tuple observation (CompositeEncoder)
-            observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
+        observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
         out = self.outputs(self.head(self.encoder(observation)))
         return restore_leading_dims(out, lead_dim, T, B)
 
 
-class RecurrentModel(nn.Module):
+class RecurrentModel(EncoderHeadModel):
     """``encoder -> LSTM (with prev action and reward) -> head``, over ``[]``, ``[B]`` or ``[T, B]``.
 
     For ``[T, B]`` inputs the LSTM runs over the ``T`` steps starting from ``init_rnn_state``;
@@ -754,14 +763,6 @@ class RecurrentModel(nn.Module):
         self.encoder = encoder
         self.lstm = lstm
         self.head = head
-
-    def outputs(self, head_output: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        """Post-process the head's ``[N, ...]`` output (identity by default)."""
-        return head_output
-
-    def update_obs_rms(self, observation: Any, all_gather: AllGather | None = None) -> None:
-        """Update running observation statistics (no-op unless ``normalize_observation``)."""
-        self.encoder.update_obs_rms(observation, all_gather)
 
     @property
     def rnn_state_shape(self) -> tuple[int, int]:
@@ -792,11 +793,7 @@ class RecurrentModel(nn.Module):
         Returns:
             The head's outputs (each ``[..., ...]``) followed by the next ``RnnState``.
         """
-        if isinstance(observation, torch.Tensor):
-            lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
-            observation = observation.reshape((T * B,) + shape)
-        else:  # dict or tuple observation (CompositeEncoder)
-            observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
+        observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
         features = self.encoder(observation)
         lstm_out, next_rnn_state = self.lstm(features, prev_action, prev_reward, init_rnn_state, T, B)
         out = restore_leading_dims(self.outputs(self.head(lstm_out)), lead_dim, T, B)

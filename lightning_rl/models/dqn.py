@@ -21,13 +21,11 @@ class DqnMlpModel(FeedForwardModel):
     """MLP (or dueling MLP) with one Q-value per action.
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Number of actions.
         hidden_sizes: Hidden sizes (of each stream if dueling).
         dueling: Dueling head (Wang et al. 2016): separate value and advantage MLPs.
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> q [..., A]``.
     """
@@ -48,14 +46,12 @@ class CatDqnMlpModel(FeedForwardModel):
     """MLP (or dueling MLP) with ``n_atoms`` return probabilities per action (Bellemare et al. 2017).
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Number of actions.
         hidden_sizes: Hidden sizes (of each stream if dueling).
         n_atoms: Atoms of each return distribution.
         dueling: Dueling head.
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> p [..., A, n_atoms]`` (softmax over atoms).
     """
@@ -84,15 +80,13 @@ class R2d1MlpModel(RecurrentModel):
     dueling Q head: R2D1 (Kapturowski et al. 2019) for vector observations.
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Number of actions.
         hidden_sizes: Hidden sizes of the MLP before the LSTM (ReLU).
         lstm_size: LSTM hidden size.
         head_size: Hidden size of the Q head (of each stream if dueling).
         dueling: Dueling head.
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (q [..., A], next_rnn_state)``.
     """

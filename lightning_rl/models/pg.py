@@ -153,8 +153,7 @@ class CategoricalPgMlpModel(FeedForwardModel):
     """Policy and value MLPs for discrete actions (A2C/PPO on vector observations).
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Number of actions.
         hidden_sizes: Hidden sizes of the policy MLP and of the value MLP.
         hidden_nonlinearity: Module class after every hidden layer.
@@ -163,8 +162,7 @@ class CategoricalPgMlpModel(FeedForwardModel):
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
         orthogonal_init: Orthogonal initialization (see :class:`CategoricalPgHead`).
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> (pi [..., A], value [...])``.
     """
@@ -198,8 +196,7 @@ class GaussianPgMlpModel(FeedForwardModel):
     """Mean and value MLPs plus a learned log std for continuous actions (rlpyt ``MujocoFfModel``).
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Size of the action vector.
         hidden_sizes: Hidden sizes of the mean MLP and of the value MLP.
         hidden_nonlinearity: Module class after every hidden layer.
@@ -209,8 +206,7 @@ class GaussianPgMlpModel(FeedForwardModel):
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
         orthogonal_init: Orthogonal initialization (see :class:`GaussianPgHead`).
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> (mu [..., A], log_std [..., A], value [...])``.
     """
@@ -265,10 +261,10 @@ def _pg_lstm_parts(
         observation_shape,
         hidden_sizes,
         nonlinearity,
-        normalize_observation,
-        norm_obs_clip,
-        norm_obs_var_clip,
-        field_encoders,
+        normalize_observation=normalize_observation,
+        norm_obs_clip=norm_obs_clip,
+        norm_obs_var_clip=norm_obs_var_clip,
+        field_encoders=field_encoders,
     )
     lstm = LstmCore(encoder.output_size, _check_action_size(action_size), lstm_size, discrete_action)
     if orthogonal_init:
@@ -281,8 +277,7 @@ class CategoricalPgLstmModel(RecurrentModel):
     """MLP into an LSTM (with one-hot previous action and previous reward) for discrete actions.
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Number of actions; or, for a vector of discrete actions (``MultiDiscrete``,
             ``MultiBinary``), the number of choices of each dim (``nvec``): the policy then
             outputs one softmax per dim side by side, and the LSTM sees the previous action as
@@ -295,8 +290,7 @@ class CategoricalPgLstmModel(RecurrentModel):
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
         orthogonal_init: Orthogonal initialization of every layer (LSTM gain 1).
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (pi [..., A],
     value [...], next_rnn_state)``; ``prev_action`` is ``[...]`` long, or ``[..., D]`` zero-based
@@ -337,8 +331,7 @@ class GaussianPgLstmModel(RecurrentModel):
     """MLP into an LSTM (with previous action and reward) for continuous actions.
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Size of the action vector.
         hidden_sizes: Hidden sizes of the MLP before the LSTM.
         lstm_size: LSTM hidden size.
@@ -349,8 +342,7 @@ class GaussianPgLstmModel(RecurrentModel):
         norm_obs_clip: Clip normalized observations to ``[-norm_obs_clip, norm_obs_clip]``.
         norm_obs_var_clip: Lower bound on the running variance.
         orthogonal_init: Orthogonal initialization of every layer (LSTM gain 1).
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward, init_rnn_state) -> (mu [..., A],
     log_std [..., A], value [...], next_rnn_state)``; ``prev_action`` is ``[..., A]``.

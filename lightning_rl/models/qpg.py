@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from lightning_rl.data import infer_leading_dims, restore_leading_dims
+from lightning_rl.data import restore_leading_dims
 from lightning_rl.models.base import (
     FeedForwardModel,
     FieldEncoder,
@@ -25,13 +25,11 @@ class MuMlpModel(FeedForwardModel):
     """Deterministic policy ``mu(s) = output_max * tanh(MLP(s))`` (DDPG, TD3).
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's DDPG default ``(400, 300)``.
         output_max: Bound of the action (actions in ``[-output_max, output_max]``).
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> mu [..., A]``.
     """
@@ -59,12 +57,10 @@ class PiMlpModel(FeedForwardModel):
     """Gaussian policy MLP with state-dependent mean and log std (SAC, before the tanh squash).
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's SAC default ``(256, 256)``.
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
 
     ``forward(observation, prev_action, prev_reward) -> (mu [..., A], log_std [..., A])``
     (``log_std`` unclipped: the agent bounds it).
@@ -91,12 +87,10 @@ class QofMuMlpModel(nn.Module):
     """Action-value MLP ``Q(s, a)`` on the concatenated observation and action (DDPG, TD3, SAC).
 
     Args:
-        observation_shape: Shape of one observation, or its ``Composite`` space (dict or tuple
-            observations: a :class:`~lightning_rl.models.CompositeEncoder`).
+        observation_shape: One observation's shape or space (:data:`~lightning_rl.models.ObservationShape`).
         action_size: Size of the action vector.
         hidden_sizes: MLP hidden sizes (ReLU); rlpyt's DDPG default ``(400, 300)``.
-        field_encoders: Per-field encoder settings for a dict or tuple observation, by dotted
-            field path (:class:`~lightning_rl.models.FieldEncoder`).
+        field_encoders: Settings per field of a dict or tuple observation (:class:`~lightning_rl.models.FieldEncoder`).
     """
 
     def __init__(
@@ -128,11 +122,8 @@ class QofMuMlpModel(nn.Module):
             prev_reward: Unused.
             action: ``[..., action_size]``, same leading dims as ``observation``.
         """
-        if isinstance(observation, torch.Tensor):
-            lead_dim, T, B, shape = infer_leading_dims(observation, self.encoder.obs_ndim)
-            observation = observation.reshape((T * B,) + shape)
-        else:  # dict or tuple observation: the action joins the concatenated field features
-            observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
+        # A dict or tuple observation's action joins the concatenated field features.
+        observation, lead_dim, T, B = flatten_observation(self.encoder, observation)
         obs = self.encoder(observation)
         act = action.reshape(T * B, self.action_size).to(obs.dtype)
         q = self.mlp(torch.cat([obs, act], dim=-1)).squeeze(-1)

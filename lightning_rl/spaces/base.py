@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Space"]
+__all__ = ["Box", "Space"]
 
 
 class Space(abc.ABC):
@@ -50,6 +50,51 @@ class Space(abc.ABC):
 
     def __contains__(self, x: Any) -> bool:
         return self.contains(x)
+
+
+class Box(Space):
+    """What :class:`~lightning_rl.spaces.FloatBox` and :class:`~lightning_rl.spaces.IntBox` share:
+    bounds ``low`` and ``high``, an element shape and dtype, a null value, equality and ``repr``.
+
+    A subclass's ``__init__`` checks its arguments and sets ``low``, ``high``, ``_shape`` (see
+    :func:`box_shape`), ``_dtype`` and ``_null`` (an array of the element shape and dtype).
+    Two boxes are equal when their shapes, dtypes and bounds are; a ``FloatBox`` (floating dtype)
+    never equals an ``IntBox`` (integer dtype).
+    """
+
+    low: Any
+    high: Any
+    _shape: tuple[int, ...]
+    _dtype: np.dtype
+    _null: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Element shape."""
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Element dtype."""
+        return self._dtype
+
+    def null_value(self) -> np.ndarray | np.generic:
+        """Fresh copy of the null value (a numpy scalar for scalar spaces)."""
+        return self._null[()] if not self._shape else self._null.copy()
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Box)
+            and self._shape == other._shape
+            and self._dtype == other._dtype
+            and np.array_equal(self.low, other.low)
+            and np.array_equal(self.high, other.high)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares contents
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(low={self.low!r}, high={self.high!r}, shape={self._shape}, dtype={self._dtype})"
 
 
 def box_shape(cls_name: str, shape: Any, low: np.ndarray, high: np.ndarray) -> tuple[int, ...]:

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from lightning_rl.spaces.base import Space, box_shape
+from lightning_rl.spaces.base import Box, box_shape
 
 __all__ = ["FloatBox"]
 
 
-class FloatBox(Space):
+class FloatBox(Box):
     """A box of reals ``low <= x <= high`` (rlpyt ``FloatBox``); bounds may be infinite.
 
     Args:
@@ -69,16 +69,6 @@ class FloatBox(Space):
         self._above = np.isfinite(high_a)
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        """Element shape."""
-        return self._shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """Element dtype."""
-        return self._dtype
-
-    @property
     def bounded(self) -> bool:
         """True if every dimension has finite bounds on both sides."""
         return bool(np.all(self._below) and np.all(self._above))
@@ -101,10 +91,6 @@ class FloatBox(Space):
         x = np.clip(x.astype(self._dtype), self.low, self.high)
         return x[()] if not self._shape else x
 
-    def null_value(self) -> np.ndarray | np.generic:
-        """Fresh copy of the null value (a numpy scalar for scalar spaces)."""
-        return self._null[()] if not self._shape else self._null.copy()
-
     def contains(self, x: Any) -> bool:
         """True if ``x`` has the element shape, a real dtype and lies within the bounds."""
         a = np.asarray(x)
@@ -113,17 +99,3 @@ class FloatBox(Space):
         if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
             return False
         return bool(np.all(a >= self.low) and np.all(a <= self.high))
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, FloatBox)
-            and self._shape == other._shape
-            and self._dtype == other._dtype
-            and np.array_equal(self.low, other.low)
-            and np.array_equal(self.high, other.high)
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares contents
-
-    def __repr__(self) -> str:
-        return f"FloatBox(low={self.low!r}, high={self.high!r}, shape={self._shape}, dtype={self._dtype})"

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from lightning_rl.spaces.base import Space, box_shape
+from lightning_rl.spaces.base import Box, box_shape
 
 __all__ = ["IntBox"]
 
@@ -27,7 +27,7 @@ def _scalar_or_full(a: np.ndarray, shape: tuple[int, ...]) -> int | np.ndarray:
     return int(a) if a.ndim == 0 else np.broadcast_to(a, shape).copy()
 
 
-class IntBox(Space):
+class IntBox(Box):
     """A box of integers ``low <= x < high`` (rlpyt ``IntBox``; ``high`` is exclusive).
 
     Args:
@@ -82,16 +82,6 @@ class IntBox(Space):
         self._null = null
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        """Element shape."""
-        return self._shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """Element dtype."""
-        return self._dtype
-
-    @property
     def n(self) -> int | np.ndarray:
         """Number of values per dimension, ``high - low`` (an array for non-uniform bounds)."""
         return self.high - self.low
@@ -101,10 +91,6 @@ class IntBox(Space):
         x = self._rng.integers(self.low, self.high, size=self._shape).astype(self._dtype)
         return x[()] if not self._shape else x
 
-    def null_value(self) -> np.ndarray | np.generic:
-        """Fresh copy of the null value (a numpy scalar for scalar spaces)."""
-        return self._null[()] if not self._shape else self._null.copy()
-
     def contains(self, x: Any) -> bool:
         """True if ``x`` has the element shape, an integer (or bool) dtype and lies in the bounds."""
         a = np.asarray(x)
@@ -113,17 +99,3 @@ class IntBox(Space):
         if not (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
             return False
         return bool(np.all(a >= self.low) and np.all(a < self.high))
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, IntBox)
-            and self._shape == other._shape
-            and self._dtype == other._dtype
-            and np.array_equal(self.low, other.low)
-            and np.array_equal(self.high, other.high)
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares contents
-
-    def __repr__(self) -> str:
-        return f"IntBox(low={self.low!r}, high={self.high!r}, shape={self._shape}, dtype={self._dtype})"

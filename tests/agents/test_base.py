@@ -157,3 +157,26 @@ def test_device_follows_moves_and_model_replacement(cartpole_spaces):
     assert agent.device == torch.device("cpu") and next(agent.model.parameters()).dtype == torch.float64
     agent.model = torch.nn.Linear(4, 2, device="meta")  # a replaced model is looked up again
     assert agent.device == torch.device("meta")
+
+
+def test_initialize_ends_with_finish_initialize_once_the_model_exists(cartpole_spaces):
+    from torch import nn
+
+    from lightning_rl.agents.base import BaseAgent
+
+    class Probe(BaseAgent):
+        def make_model(self, env_spaces: Any) -> nn.Module:
+            return nn.Linear(4, 2)
+
+        def finish_initialize(self, env_spaces: Any) -> None:
+            super().finish_initialize(env_spaces)
+            self.seen = (env_spaces, self.model is not None, self.global_B, self.env_ranks)
+
+    agent = Probe()
+    agent.initialize(cartpole_spaces, global_B=6, env_ranks=[4, 5])
+    assert agent.seen == (cartpole_spaces, True, 6, [4, 5])
+    # Every call reaches it (a sampler re-initializes its agent for shared memory), keeping the model.
+    model = agent.model
+    agent.seen = None
+    agent.initialize(cartpole_spaces, share_memory=True, global_B=6, env_ranks=[4, 5])
+    assert agent.seen == (cartpole_spaces, True, 6, [4, 5]) and agent.model is model

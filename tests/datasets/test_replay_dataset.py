@@ -118,3 +118,16 @@ def test_weights_are_published_every_updates_per_sync(updates_per_sync, monkeypa
             expected.append(int(updates))
             last = int(updates)
     assert syncs == expected
+
+
+def test_owed_updates_start_at_min_steps_learn_and_carry_the_fraction():
+    state = TrainState()
+    state.env_steps = 9
+    assert state.take_owed_updates(2.5, min_steps_learn=10) == 0 and state.update_credit == 0.0
+    owed = []
+    for _ in range(4):
+        state.env_steps += 1
+        owed.append(state.take_owed_updates(2.5, min_steps_learn=10))
+    # Credit 2.5 -> 2 taken (0.5 left), 3.0 -> 3 (0), 2.5 -> 2 (0.5), 3.0 -> 3 (0).
+    assert owed == [2, 3, 2, 3] and state.update_credit == 0.0
+    assert state.take_owed_updates(0.25, min_steps_learn=10) == 0 and state.update_credit == 0.25

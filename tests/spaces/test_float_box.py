@@ -57,3 +57,20 @@ def test_bad_arguments():
         FloatBox(0.0, 1.0, shape=(2,), null_value=2.0)
     with pytest.raises(ValueError, match="broadcast"):
         FloatBox(np.zeros(3), np.ones(3), shape=(2,))
+
+
+def test_boxes_are_equal_exactly_when_kind_shape_dtype_and_bounds_are():
+    from lightning_rl.spaces import IntBox
+
+    assert FloatBox(-1.0, 1.0, shape=(2,)) == FloatBox(np.array([-1.0, -1.0]), np.array([1.0, 1.0]))
+    assert FloatBox(-1.0, 1.0, shape=(2,)) != FloatBox(-1.0, 2.0, shape=(2,))
+    assert FloatBox(-1.0, 1.0, shape=(2,)) != FloatBox(-2.0, 1.0, shape=(2,))
+    assert FloatBox(-1.0, 1.0, shape=(2,)) != FloatBox(-1.0, 1.0, shape=(3,))
+    assert FloatBox(-1.0, 1.0) != FloatBox(-1.0, 1.0, dtype=np.float64)
+    # Same shape and bounds as numbers, other kind: a float box never equals an int box.
+    assert FloatBox(0.0, 1.0) != IntBox(0, 1) and IntBox(0, 1) != FloatBox(0.0, 1.0)
+    assert IntBox(0, 4) == IntBox(0, 4) and IntBox(0, 4) != IntBox(0, 4, dtype=np.uint8)
+    with pytest.raises(TypeError):
+        hash(FloatBox(-1.0, 1.0))
+    assert repr(IntBox(0, 3)) == "IntBox(low=0, high=3, shape=(), dtype=int64)"
+    assert repr(FloatBox(0.0, 1.0)).startswith("FloatBox(low=array(0., dtype=float32), high=array(1., dtype=float32)")
