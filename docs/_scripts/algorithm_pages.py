@@ -7,11 +7,12 @@ Two directives, each an HTML comment alone on its line (invisible if a page is r
   meaning and declaring class, from the declarations the class's ``__init__`` is built from, so
   a page's table is the code's at every build (in a ``div.hyperparameters``, whose column widths
   ``docs/algorithms/algorithms.css`` sets).
-- ``<!-- learning-results: ppo -->`` becomes a table of every learning measurement of that
-  algorithm under ``benchmarks/results/<cell>/learning.csv`` (written by ``benchmarks/learning.py``):
-  per cell the last env-step point, each system's mean +- sample standard deviation over seeds
-  (each seed's value in brackets) and mean wall time, then the cell's figure (drawn from the
-  same CSV by ``figures.py`` as ``benchmarks/figures/<cell>.png``).
+- ``<!-- learning-results: ppo -->`` (or several names, ``r2d1 dqn``) becomes a table of every
+  learning measurement of those algorithms under ``benchmarks/results/<cell>/learning.csv``
+  (written by ``benchmarks/learning.py``): per cell the last env-step point, each system's mean
+  +- sample standard deviation over seeds (each seed's value in brackets) and mean wall time,
+  then the cell's figure (drawn from the same CSV by ``figures.py`` as
+  ``benchmarks/figures/<cell>.png``).
 
 A directive naming an unknown class or an algorithm without measurements fails the build.
 """
@@ -29,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 HYPERPARAMETERS = re.compile(r"^<!-- hyperparameters: (?P<target>[\w.]+) -->$", re.MULTILINE)
-LEARNING_RESULTS = re.compile(r"^<!-- learning-results: (?P<algorithm>\w+) -->$", re.MULTILINE)
+LEARNING_RESULTS = re.compile(r"^<!-- learning-results: (?P<algorithms>\w+(?: \w+)*) -->$", re.MULTILINE)
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 SYSTEMS = {"lightning_rl": "lightning_rl", "sb3": "Stable-Baselines3"}
 
@@ -119,16 +120,19 @@ def steps(env_steps: int) -> str:
     return f"{env_steps:,}"
 
 
-def learning_results(algorithm: str, root: Path = ROOT) -> str:
-    """The table of ``algorithm``'s learning measurements and their figures (see the module docstring)."""
-    cells = read_cells(algorithm, root)
-    if not cells:
-        raise DirectiveError(f"learning-results: no benchmarks/results/*/learning.csv has algorithm {algorithm!r}")
-    lines = [
-        "| env | env steps | seeds | lightning_rl | Stable-Baselines3 | wall s, ours / SB3 |",
-        "|---|---|---|---|---|---|",
-    ]
-    for cell in cells:
+def learning_results(algorithms: str, root: Path = ROOT) -> str:
+    """The table of the learning measurements of ``algorithms`` (names separated by spaces) and
+    their figures (see the module docstring); with several, an algorithm column leads."""
+    names = algorithms.split()
+    cells = [(name, cell) for name in names for cell in read_cells(name, root)]
+    missing = [name for name in names if not any(n == name for n, _ in cells)]
+    if missing:
+        raise DirectiveError(f"learning-results: no benchmarks/results/*/learning.csv has algorithm {missing[0]!r}")
+    several = len(names) > 1
+    header = ["env", "env steps", "seeds", "lightning_rl", "Stable-Baselines3", "wall s, ours / SB3"]
+    header = ["algorithm", *header] if several else header
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, cell in cells:
         ours = cell.returns.get("lightning_rl", {})
         theirs = cell.returns.get("sb3", {})
         seeds = sorted(set(ours) | set(theirs))
@@ -136,14 +140,14 @@ def learning_results(algorithm: str, root: Path = ROOT) -> str:
             f"{statistics.mean(cell.walls[system].values()):.0f}" if system in cell.walls else "-"
             for system in SYSTEMS
         ]
-        lines.append(
-            f"| {cell.env} | {steps(cell.env_steps)} | {', '.join(map(str, seeds))} | "
-            f"{summary(ours) if ours else '-'} | {summary(theirs) if theirs else 'no run'} | {' / '.join(walls)} |"
-        )
-    for cell in cells:
+        row = [cell.env, steps(cell.env_steps), ", ".join(map(str, seeds)), summary(ours) if ours else "-",
+               summary(theirs) if theirs else "no run", " / ".join(walls)]
+        lines.append("| " + " | ".join([name.upper(), *row] if several else row) + " |")
+    for name, cell in cells:
+        title = f"{name.upper()}, {cell.env}" if several else cell.env
         lines += [
             "",
-            f"**{cell.env}, {steps(cell.env_steps)} env steps** (`benchmarks/results/{cell.name}/`):",
+            f"**{title}, {steps(cell.env_steps)} env steps** (`benchmarks/results/{cell.name}/`):",
             "",
             f"![{cell.name}: return against env steps](../benchmarks/figures/{cell.name}.png)",
         ]
@@ -153,4 +157,4 @@ def learning_results(algorithm: str, root: Path = ROOT) -> str:
 def expand(markdown: str, root: Path = ROOT) -> str:
     """``markdown`` with both directives replaced (raises :class:`DirectiveError` on a bad one)."""
     markdown = HYPERPARAMETERS.sub(lambda match: hyperparameter_table(match["target"]), markdown)
-    return LEARNING_RESULTS.sub(lambda match: learning_results(match["algorithm"], root), markdown)
+    return LEARNING_RESULTS.sub(lambda match: learning_results(match["algorithms"], root), markdown)

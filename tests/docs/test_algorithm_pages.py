@@ -123,3 +123,11 @@ def test_learning_results_match_the_reports_of_benchmarks_learning() -> None:
         assert float(shown_mean) == pytest.approx(float(mean), abs=0.5)
         assert float(shown_std) == pytest.approx(float(std), abs=0.5)
     assert "![td3_hopper_100k: return against env steps](../benchmarks/figures/td3_hopper_100k.png)" in table
+
+
+def test_several_algorithms_share_one_table_with_an_algorithm_column() -> None:
+    table = algorithm_pages.learning_results("r2d1 dqn")
+    header, _, *rows = [line for line in table.splitlines() if line.startswith("|")]
+    assert header.split("|")[1].strip() == "algorithm"
+    assert [row.split("|")[1].strip() for row in rows] == ["R2D1", "DQN"]
+    assert "**DQN, CartPoleNoVelocity-v1, 200k env steps**" in table
