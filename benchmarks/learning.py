@@ -25,6 +25,15 @@ Usage::
 ``--merge a/learning.csv b/learning.csv --out c`` writes one report of runs made apart (for example
 ours and SB3's in two processes at once, one core each).
 
+Multi-agent cells (PettingZoo envs, ``MultiAgentPPO``): one env step is one parallel step of the
+whole env; the return is the team return (the sum of all agents' rewards over an episode), and
+rows with ``agent=<name>`` give each agent's own return beside the ``team`` rows. Their SB3 side
+is PettingZoo's tutorial recipe, ``--systems sb3_supersuit`` (``benchmarks/pettingzoo_sb3.py``:
+SuperSuit parameter sharing + SB3 PPO with the tutorial's settings, not the config's). Example::
+
+    python benchmarks/learning.py --cell mappo-simple_spread --budget 500000 --seeds 1 2 3 \
+        --systems lightning_rl sb3_supersuit --out benchmarks/results/pettingzoo_simple_spread
+
 ``--override key=value`` (a dotted path into the YAML file, a YAML value) changes our side only,
 for ablations; SB3 always gets the shipped config's values.
 """
@@ -62,20 +71,32 @@ CELLS = {
     # Atari on CPU: the first steps of the shipped 10M-step schedule (--schedule_budget 10000000).
     "ppo-pong": "configs/ppo/pong.yaml",
     "dqn-pong": "configs/dqn/pong.yaml",
+    # PettingZoo (mpe2): MAPPO as shipped, and IPPO (the same config with per-agent critics).
+    "mappo-simple_spread": "configs/ppo/simple_spread.yaml",
+    "ippo-simple_spread": "configs/ppo/simple_spread.yaml",
+    "mappo-simple_adversary": "configs/ppo/simple_adversary.yaml",
+    "ippo-simple_adversary": "configs/ppo/simple_adversary.yaml",
     # The algorithm pages' small cells: A2C and DDPG beside SB3's, C51 alone (SB3 has no C51).
     "a2c-cartpole": "configs/a2c/cartpole.yaml",
     "ddpg-pendulum": "configs/ddpg/pendulum.yaml",
     "c51-cartpole": "configs/categorical_dqn/cartpole.yaml",
 }
+#: Changes a cell makes to its config (dotted keys, as ``--override``).
+CELL_OVERRIDES = {
+    "ippo-simple_spread": ["model.init_args.agent.init_args.critic=local"],
+    "ippo-simple_adversary": ["model.init_args.agent.init_args.critic=local"],
+}
 
 
 @dataclass
 class Curve:
-    """Finished training episodes of one run: env steps at the end of each, and its return."""
+    """Finished training episodes of one run: env steps at the end of each, and its return
+    (multi-agent runs: the team return, and ``agents``: each agent's own curve by name)."""
 
     steps: list[int]
     returns: list[float]
     wall: list[float]
+    agents: dict[str, Curve] | None = None
 
     def at(self, env_steps: int) -> tuple[float, float]:
         """(mean return of the last ``WINDOW`` episodes finished by ``env_steps``, wall seconds then)."""
@@ -110,7 +131,7 @@ def run_lightning_rl(
     from lightning_rl.cli import RLCLI, RLTrainer
 
     config, env_id = load_cell(cell)
-    for item in overrides:
+    for item in CELL_OVERRIDES.get(cell, []) + overrides:
         key, _, value = item.partition("=")
         *parents, last = key.split(".")
         node = config
@@ -141,6 +162,12 @@ def run_lightning_rl(
                 curve.steps.append(pl_module.train_state.env_steps)
                 curve.returns.append(float(info.Return))
                 curve.wall.append(now)
+                for name, value in info.get("AgentReturns", {}).items():
+                    agents = curve.agents = curve.agents or {}
+                    agent = agents.setdefault(name, Curve([], [], []))
+                    agent.steps.append(pl_module.train_state.env_steps)
+                    agent.returns.append(float(value))
+                    agent.wall.append(now)
             if pl_module.train_state.env_steps >= budget:  # before a longer schedule's end
                 trainer.should_stop = True
 
@@ -257,15 +284,34 @@ def run_sb3(cell: str, seed: int, budget: int) -> Curve:
 # ----- report -----
 
 
+def run_sb3_supersuit(cell: str, seed: int, budget: int) -> Curve:
+    """PettingZoo's SuperSuit + SB3 recipe on the cell's env (``benchmarks/pettingzoo_sb3.py``)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import pettingzoo_sb3
+
+    config, env_id = load_cell(cell)
+    env_kwargs = config["model"]["init_args"]["sampler"]["init_args"].get("env_kwargs") or {}
+    curves = pettingzoo_sb3.run(env_id, seed, budget, copies=8, n_steps=2048, env_kwargs=env_kwargs)
+
+    def curve(points: list[tuple[int, float, float]]) -> Curve:
+        return Curve([p[0] for p in points], [p[1] for p in points], [p[2] for p in points])
+
+    team = curve(curves.pop("team"))
+    team.agents = {name: curve(points) for name, points in curves.items()}
+    return team
+
+
 def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
-    """The rows of ``learning.csv`` files, typed as :func:`write_reports` writes them."""
+    """The rows of ``learning.csv`` files, typed as :func:`write_reports` writes them (files
+    without an ``agent`` column hold team returns)."""
     rows: list[dict[str, Any]] = []
     for path in paths:
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
-                rows.append(dict(system=row["system"], algorithm=row["algorithm"], env=row["env"], seed=int(row["seed"]),
+                rows.append(dict(system=row["system"], algorithm=row["algorithm"], env=row["env"],
+                                 seed=int(row["seed"]),
                                  env_steps=int(row["env_steps"]), **{"return": float(row["return"])},
-                                 wall_seconds=float(row["wall_seconds"])))
+                                 wall_seconds=float(row["wall_seconds"]), agent=row.get("agent") or "team"))
     return rows
 
 
@@ -278,6 +324,8 @@ def write_reports(rows: list[dict[str, Any]], out: Path) -> None:
     lines = ["| system | algorithm | env | env steps | return (mean +- std) | seeds | wall s (mean) |",
              "|---|---|---|---|---|---|---|"]
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    agent_rows = [r for r in rows if r.get("agent", "team") != "team"]
+    rows = [r for r in rows if r.get("agent", "team") == "team"]
     for row in rows:
         groups.setdefault((row["system"], row["algorithm"], row["env"], row["env_steps"]), []).append(row)
     for (system, algorithm, env, steps), group in sorted(groups.items(), key=lambda kv: (kv[0][1:], kv[0][0])):
@@ -287,6 +335,18 @@ def write_reports(rows: list[dict[str, Any]], out: Path) -> None:
         mean = statistics.mean(returns) if returns else math.nan
         lines.append(f"| {system} | {algorithm} | {env} | {steps:,} | {mean:.1f} +- {spread:.1f} | "
                      f"{len(returns)} | {statistics.mean(walls) if walls else math.nan:.0f} |")
+    if agent_rows:
+        # Each agent's own return at the last point, per system (mixed and competitive envs).
+        last = max(r["env_steps"] for r in agent_rows)
+        lines += ["", f"Each agent's own return at {last:,} env steps (mean +- std over seeds):", "",
+                  "| system | algorithm | agent | return |", "|---|---|---|---|"]
+        by_agent: dict[tuple[str, str, str], list[float]] = {}
+        for r in agent_rows:
+            if r["env_steps"] == last and not math.isnan(r["return"]):
+                by_agent.setdefault((r["system"], r["algorithm"], r["agent"]), []).append(r["return"])
+        for (system, algorithm, agent), values in sorted(by_agent.items()):
+            spread = statistics.stdev(values) if len(values) > 1 else 0.0
+            lines.append(f"| {system} | {algorithm} | {agent} | {statistics.mean(values):.1f} +- {spread:.1f} |")
     (out / "learning.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     try:
@@ -298,16 +358,19 @@ def write_reports(rows: list[dict[str, Any]], out: Path) -> None:
         print("matplotlib not installed (pip install -e '.[plot]'): no learning.png", file=sys.stderr)
         return
     fig, ax = plt.subplots(figsize=(6, 4))
-    for system in sorted({r["system"] for r in rows}):
-        points = sorted({r["env_steps"] for r in rows if r["system"] == system})
-        by_point = [[r["return"] for r in rows if r["system"] == system and r["env_steps"] == p] for p in points]
+    # One curve per system and algorithm (MAPPO and IPPO of one system side by side).
+    for key in sorted({(r["system"], r["algorithm"]) for r in rows}):
+        mine = [r for r in rows if (r["system"], r["algorithm"]) == key]
+        points = sorted({r["env_steps"] for r in mine})
+        by_point = [[r["return"] for r in mine if r["env_steps"] == p] for p in points]
         mean = np.array([np.nanmean(v) for v in by_point])
         std = np.array([np.nanstd(v) for v in by_point])
-        ax.plot(points, mean, label=system)
+        label = key[0] if len({r["algorithm"] for r in rows}) == 1 else f"{key[0]} {key[1]}"
+        ax.plot(points, mean, label=label)
         ax.fill_between(points, mean - std, mean + std, alpha=0.2)
     ax.set_xlabel("env steps")
     ax.set_ylabel(f"mean return of the last {WINDOW} episodes")
-    ax.set_title(f"{rows[0]['algorithm']} on {rows[0]['env']}")
+    ax.set_title(f"{'/'.join(sorted({r['algorithm'] for r in rows}))} on {rows[0]['env']}")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "learning.png", dpi=100)
@@ -318,7 +381,8 @@ def main() -> None:
     parser.add_argument("--cell", choices=sorted(CELLS))
     parser.add_argument("--budget", type=int, help="env steps per run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--systems", nargs="+", choices=["lightning_rl", "sb3"], default=["lightning_rl", "sb3"])
+    parser.add_argument("--systems", nargs="+", choices=["lightning_rl", "sb3", "sb3_supersuit"],
+                        default=["lightning_rl", "sb3"])
     parser.add_argument("--points", type=int, default=10, help="report points, evenly spaced over the budget")
     parser.add_argument("--override", action="append", default=[], help="key=value for our side only")
     parser.add_argument("--schedule_budget", type=int, default=None,
@@ -341,13 +405,18 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         for system in args.systems:
-            curve = (run_lightning_rl(args.cell, seed, args.budget, args.override, args.schedule_budget)
-                     if system == "lightning_rl"
-                     else run_sb3(args.cell, seed, args.budget))
-            for p in points:
-                ret, wall = curve.at(p)
-                rows.append(dict(system=system, algorithm=algorithm, env=env_id, seed=seed, env_steps=p,
-                                 **{"return": ret}, wall_seconds=wall))
+            if system == "lightning_rl":
+                curve = run_lightning_rl(args.cell, seed, args.budget, args.override, args.schedule_budget)
+            elif system == "sb3_supersuit":
+                curve = run_sb3_supersuit(args.cell, seed, args.budget)
+            else:
+                curve = run_sb3(args.cell, seed, args.budget)
+            env_name = env_id.rsplit(".", 1)[-1]
+            for agent, agent_curve in [("team", curve), *sorted((curve.agents or {}).items())]:
+                for p in points:
+                    ret, wall = agent_curve.at(p)
+                    rows.append(dict(system=system, algorithm=algorithm, env=env_name, seed=seed, env_steps=p,
+                                     **{"return": ret}, wall_seconds=wall, agent=agent))
             final, wall = curve.at(args.budget)
             print(f"{system:13s} {args.cell} seed {seed}: return {final:8.1f} at {args.budget:,} env steps, "
                   f"{wall:6.0f} s, {len(curve.returns)} episodes", flush=True)

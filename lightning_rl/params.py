@@ -106,7 +106,11 @@ def resolve_cpanel(module: ModuleType, overrides: dict[str, Any]) -> dict[str, A
     defaults = dict(getattr(module, "CPANEL", {}))
     unknown = sorted(set(overrides) - set(defaults))
     if unknown:
-        raise ValueError(f"--cpanel: unknown key(s) {unknown}; the parameter file's CPANEL has {sorted(defaults)}")
+        import difflib
+
+        close = [m for key in unknown for m in difflib.get_close_matches(key, list(defaults), n=1)]
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(f"--cpanel: unknown key(s) {unknown}{hint} The parameter file's CPANEL has {sorted(defaults)}")
     cpanel = dict(defaults)
     for key, value in overrides.items():
         cpanel[key] = _check_type(key, defaults[key], value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,22 @@ from lightning_rl.algos.base import RLModule
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.envs import make_env
 from lightning_rl.envs.atari import AtariEnv
-from lightning_rl.envs.make import route_mujoco_warnings
+from lightning_rl.envs.make import make_gymnasium_env, route_mujoco_warnings
+from lightning_rl.envs.pettingzoo import PettingZooEnv, is_pettingzoo_env
+
+
+def quiet_sdl(environ: dict[str, str] | Any = None) -> None:
+    """SDL's dummy drivers where nothing else was chosen: audio always (an agent plays no sound), video
+    on a machine without a display. pygame, which draws gymnasium's classic-control envs, otherwise
+    prints ``XDG_RUNTIME_DIR is invalid`` and ALSA errors on stderr when it starts.
+
+    Args:
+        environ: The environment to read and update; default ``os.environ``.
+    """
+    env = os.environ if environ is None else environ
+    env.setdefault("SDL_AUDIODRIVER", "dummy")
+    if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+        env.setdefault("SDL_VIDEODRIVER", "dummy")
 
 
 def play_episodes(
@@ -27,8 +43,9 @@ def play_episodes(
 ) -> list[dict[str, float]]:
     """Play ``episodes`` with the module's agent on one env built like the sampler's.
 
-    Videos (``video_folder``) are named ``<name_prefix>-episode-<i>.mp4``; on a machine without a
-    display MuJoCo renders through EGL or OSMesa (:func:`lightning_rl.envs.rendering.choose_gl_backend`).
+    Videos (``video_folder``) are named ``<name_prefix>-episode-<i>.mp4`` and replace files of the same
+    name there; on a machine without a display MuJoCo renders through EGL or OSMesa
+    (:func:`lightning_rl.envs.rendering.choose_gl_backend`) and pygame through SDL's dummy driver.
 
     Returns:
         ``{"return", "length"}`` per episode.
@@ -41,6 +58,7 @@ def play_episodes(
         from lightning_rl.envs.rendering import choose_gl_backend
 
         choose_gl_backend()
+        quiet_sdl()
     env = _make_recording_env(sampler.env_id, env_kwargs, video_folder, name_prefix)
     env.seed(seed)
     agent = module.agent
@@ -107,12 +125,19 @@ def _make_recording_env(
     route_mujoco_warnings(env_id)
 
     def build(**kwargs: Any) -> Any:
-        inner = gym.make(env_id, render_mode="rgb_array", **kwargs) if isinstance(env_id, str) else env_id(**kwargs)
-        return GymEnvWrapper(
-            gym.wrappers.RecordVideo(
+        if isinstance(env_id, str):
+            inner = make_gymnasium_env(env_id, render_mode="rgb_array", **kwargs)
+        else:
+            inner = env_id(**kwargs)
+            inner = PettingZooEnv(inner) if is_pettingzoo_env(inner) else inner
+        with warnings.catch_warnings():
+            # The folder exists (made above, or the user's): <name_prefix>-episode-<i>.mp4 replace
+            # earlier files of the same name, as play documents.
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos.*")
+            recorder = gym.wrappers.RecordVideo(
                 inner, video_folder, episode_trigger=lambda e: True, name_prefix=name_prefix, disable_logger=True
             )
-        )
+        return GymEnvWrapper(recorder)
 
     return build(**env_kwargs)
 

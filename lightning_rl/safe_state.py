@@ -60,7 +60,8 @@ def encode(value: Any, where: str = "state") -> Any:
     Raises:
         UnsafeStateError: Naming the first value (by path) that has another type.
     """
-    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
+    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)) and not isinstance(value, np.generic):
+        # (numpy's float64 is a float: it is stored tagged below, as every numpy scalar)
         return value
     if isinstance(value, bytes):
         return {_TAG: "bytes", "data": torch.frombuffer(bytearray(value), dtype=torch.uint8)}

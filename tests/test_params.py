@@ -149,5 +149,5 @@ def test_cli_reports_bad_params_clearly(capsys, args, message):
         main(["fit", *args, "--print_config"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("lightning-rl: error: ")
+    assert err.startswith("lightning-rl fit: error: ")  # one line, naming the command
     assert message in err

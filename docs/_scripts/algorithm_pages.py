@@ -81,7 +81,9 @@ def read_cells(algorithm: str, root: Path = ROOT) -> list[Cell]:
     cells = []
     for path in sorted((root / "benchmarks" / "results").glob("*/learning.csv")):
         with path.open() as fh:
-            rows = [row for row in csv.DictReader(fh) if row["algorithm"] == algorithm]
+            # Multi-agent reports add a row per agent beside the team's: the team's count.
+            rows = [row for row in csv.DictReader(fh)
+                    if row["algorithm"] == algorithm and row.get("agent", "team") == "team"]
         if not rows:
             continue
         last = max(int(row["env_steps"]) for row in rows)

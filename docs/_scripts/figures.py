@@ -22,7 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLOURS = {"lightning_rl": "#5e35b1", "sb3": "#ef6c00"}
+COLOURS = {"lightning_rl": "#5e35b1", "sb3": "#ef6c00", "lightning_rl mappo": "#5e35b1",
+           "lightning_rl ippo": "#00897b", "sb3_supersuit": "#ef6c00", "sb3_supersuit ppo": "#ef6c00"}
 
 # Bar charts of the measured tables: CSV name -> (title, x label, label columns, bar columns).
 BARS: dict[str, tuple[str, str, list[str], list[str]]] = {
@@ -82,9 +83,13 @@ def learning_figure(csv_path: Path) -> bytes:
     curves: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
     title = ""
     with csv_path.open() as fh:
-        for row in csv.DictReader(fh):
-            curves[(row["system"], int(row["seed"]))].append((int(row["env_steps"]), float(row["return"])))
-            title = f"{row['algorithm'].upper()} {row['env']}"
+        rows = [r for r in csv.DictReader(fh) if r.get("agent", "team") == "team"]  # multi-agent: team returns
+    algorithms = sorted({row["algorithm"] for row in rows})
+    for row in rows:
+        # Several algorithms of one system (MAPPO and IPPO) are told apart by name.
+        system = row["system"] if len(algorithms) == 1 else f"{row['system']} {row['algorithm']}"
+        curves[(system, int(row["seed"]))].append((int(row["env_steps"]), float(row["return"])))
+        title = f"{'/'.join(a.upper() for a in algorithms)} {row['env']}"
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     systems = sorted({system for system, _ in curves})
     for system in systems:

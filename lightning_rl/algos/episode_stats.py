@@ -77,11 +77,25 @@ def _compute(metric: Metric, world_size: int) -> torch.Tensor:
         return metric.compute()
 
 
+def _metric_state(metric: Metric) -> dict[str, torch.Tensor]:
+    # Every state here is one tensor (no list states: these metrics do not concatenate).
+    return {key: torch.as_tensor(value).detach().cpu().clone() for key, value in metric.metric_state.items()}
+
+
+def _load_metric_state(metric: Metric, stored: dict[str, torch.Tensor]) -> None:
+    for key, value in stored.items():
+        current = getattr(metric, key)
+        setattr(metric, key, value.to(device=current.device, dtype=current.dtype))
+
+
 class EpisodeStatsCallback(pl.Callback):
     """Logs ``train/return_mean`` (over the last ``window`` episodes), min/max/length per epoch.
 
     Reads the episodes the sampler completed (``TrajInfo`` s) after every training batch. Atari
-    episodes also give ``train/game_score_mean`` (raw score, before clipping and lives).
+    episodes also give ``train/game_score_mean`` (raw score, before clipping and lives); a
+    multi-agent module (one with ``agent.agent_names``) whose episodes record each agent's return
+    (:class:`~lightning_rl.envs.MultiAgentTrajInfo`) also gives ``train/return_mean/<agent>``
+    beside the team return.
 
     Args:
         window: Episodes in the running mean, as Stable-Baselines3 and RL papers report it.
@@ -100,15 +114,20 @@ class EpisodeStatsCallback(pl.Callback):
         self.episodes = SumMetric(compute_with_cache=False)
         self.epoch_episodes = SumMetric(compute_with_cache=False)
         self._has_game_score = False
+        #: Per-agent window means, by agent name (multi-agent modules; built at fit start).
+        self.agent_return_mean: dict[str, WindowMean] = {}
         # In one process the window means change only with new episodes: the last values are
         # kept until then (under DDP every rank computes every time, a collective).
         self._last: dict[str, float] | None = None
 
-    def _metrics(self) -> tuple[Metric, ...]:
+    def _base_metrics(self) -> tuple[Metric, ...]:
         return (
             self.return_mean, self.length_mean, self.game_score_mean, self.epoch_return_mean,
             self.epoch_return_max, self.epoch_return_min, self.episodes, self.epoch_episodes,
         )
+
+    def _metrics(self) -> tuple[Metric, ...]:
+        return (*self._base_metrics(), *self.agent_return_mean.values())
 
     _NAMES = (
         "return_mean", "length_mean", "game_score_mean", "epoch_return_mean", "epoch_return_max",
@@ -121,27 +140,30 @@ class EpisodeStatsCallback(pl.Callback):
         middle of an epoch included)."""
         state: dict[str, Any] = {"has_game_score": self._has_game_score}
         epoch_empty = float(self.epoch_episodes.sum_value) == 0
-        for name, metric in zip(self._NAMES, self._metrics(), strict=True):
+        for name, metric in zip(self._NAMES, self._base_metrics(), strict=True):
             if epoch_empty and name in ("epoch_return_max", "epoch_return_min"):
                 continue  # their empty state is an infinity, and a checkpoint holds finite values only
-            # Every state here is one tensor (no list states: these metrics do not concatenate).
-            states = metric.metric_state.items()
-            state[name] = {key: torch.as_tensor(value).detach().cpu().clone() for key, value in states}
+            state[name] = _metric_state(metric)
+        if self.agent_return_mean:
+            state["agent_return_mean"] = {n: _metric_state(m) for n, m in self.agent_return_mean.items()}
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (a checkpoint of a version without it keeps empty windows)."""
         self._has_game_score = bool(state_dict.get("has_game_score", False))
-        for name, metric in zip(self._NAMES, self._metrics(), strict=True):
+        for name, metric in zip(self._NAMES, self._base_metrics(), strict=True):
             stored = state_dict.get(name)
-            if stored is None:
-                continue
-            for key, value in stored.items():
-                current = getattr(metric, key)
-                setattr(metric, key, value.to(device=current.device, dtype=current.dtype))
+            if stored is not None:
+                _load_metric_state(metric, stored)
+        for name, stored in state_dict.get("agent_return_mean", {}).items():
+            # Restored before on_fit_start, which keeps the windows of the agents it finds here.
+            _load_metric_state(self.agent_return_mean.setdefault(name, WindowMean(self.window)), stored)
         self._last = None
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        # Every rank knows the agent names from its agent, so all ranks compute the same metrics.
+        names = tuple(getattr(getattr(pl_module, "agent", None), "agent_names", ()) or ())
+        self.agent_return_mean = {n: self.agent_return_mean.get(n) or WindowMean(self.window) for n in names}
         # Metric states go where the module is, so DDP's collectives can gather them (NCCL only
         # moves CUDA tensors).
         for metric in self._metrics():
@@ -162,6 +184,10 @@ class EpisodeStatsCallback(pl.Callback):
             if scores:
                 self._has_game_score = True
                 self.game_score_mean.update(torch.tensor(scores))
+            for name, metric in self.agent_return_mean.items():
+                agent_returns = [info.AgentReturns[name] for info in infos if name in info.get("AgentReturns", ())]
+                if agent_returns:
+                    metric.update(torch.tensor(agent_returns, dtype=torch.float64))
             self.episodes.update(len(infos))
             self.epoch_episodes.update(len(infos))
             self._last = None
@@ -176,6 +202,8 @@ class EpisodeStatsCallback(pl.Callback):
                            "train/length_mean": _compute(self.length_mean, world)}
                 if self._game_scores_possible(trainer):
                     metrics["train/game_score_mean"] = _compute(self.game_score_mean, world)
+                for name, metric in self.agent_return_mean.items():
+                    metrics[f"train/return_mean/{name}"] = _compute(metric, world)
                 finite = self._last = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
             if finite:
                 # The module's per-iteration path: straight to the loggers at env steps and into

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, cast
 
+import numpy as np
 import torch
 
 from lightning_rl.agents.multiagent import MultiAgent
@@ -39,11 +40,16 @@ from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
 from lightning_rl.datasets.on_policy import OnPolicyDataset, iterate_minibatches
 from lightning_rl.samplers.base import AgentSamplesBsv, Samples
 
-__all__ = ["MultiAgentOnPolicyDataset", "MultiAgentPPO", "agent_samples"]
+__all__ = ["MultiAgentOnPolicyDataset", "MultiAgentPPO", "agent_mask", "agent_samples"]
 
 
 def agent_samples(samples: Samples, agent: MultiAgent, name: str, agent_rewards_key: str | None = None) -> Samples:
     """Agent ``name``'s view of a multi-agent batch, shaped like a single-agent batch (no copies).
+
+    Its observation is :meth:`MultiAgent.agent_view` (its own, plus the centralised critic's
+    input with one). Where the env reports when each agent leaves (``env_info.agent_terminated``
+    and ``agent_truncated``, see :mod:`lightning_rl.envs.multiagent`), ``done`` and ``truncated``
+    are the agent's own: it is done at the step it left (or when the episode ends).
 
     Args:
         samples: ``[T, B]`` batch whose agent fields have one field per agent name.
@@ -53,6 +59,12 @@ def agent_samples(samples: Samples, agent: MultiAgent, name: str, agent_rewards_
     """
     a, env = samples.agent, samples.env
     reward = env.reward if agent_rewards_key is None else getattr(getattr(env.env_info, agent_rewards_key), name)
+    done, truncated = env.done, env.truncated
+    terminated_by_agent = getattr(env.env_info, "agent_terminated", None)
+    truncated_by_agent = getattr(env.env_info, "agent_truncated", None)
+    if terminated_by_agent is not None and truncated_by_agent is not None:
+        truncated = getattr(truncated_by_agent, name)
+        done = env.done | getattr(terminated_by_agent, name) | truncated
     return Samples(
         agent=AgentSamplesBsv(
             action=getattr(a.action, name),
@@ -60,15 +72,27 @@ def agent_samples(samples: Samples, agent: MultiAgent, name: str, agent_rewards_
             agent_info=getattr(a.agent_info, name),
             bootstrap_value=getattr(a.bootstrap_value, name),
         ),
-        env=env._replace(observation=agent.agent_observation(env.observation, name), reward=reward),
+        env=env._replace(observation=agent.agent_view(env.observation, name), reward=reward, done=done,
+                         truncated=truncated),
     )
+
+
+def agent_mask(samples: Samples, agent: MultiAgent, name: str) -> np.ndarray | None:
+    """``[T, B]`` float 0/1: whether agent ``name`` acted at each step (the observation's
+    ``agent_mask``), or None for envs without one (every agent acts at every step)."""
+    mask = agent.agent_mask(samples.env.observation)
+    if mask is None:
+        return None
+    return np.asarray(mask[..., agent.agent_names.index(name)], dtype=np.float32)
 
 
 class MultiAgentOnPolicyDataset(OnPolicyDataset):
     """:class:`OnPolicyDataset` whose rollouts hold one :class:`OnPolicyBatch` per agent.
 
     Each agent's returns and advantages come from :meth:`OnPolicyDataset.process_samples` on its
-    :func:`agent_samples` view (its actions, values, bootstrap values and rewards).
+    :func:`agent_samples` view (its actions, values, bootstrap values, rewards and done flags).
+    Steps at which an agent did not act (:func:`agent_mask`: it left the episode early, or has
+    not joined) are invalid for it: no loss term, and no part of its advantage normalization.
 
     Its ``agent_rewards_key`` (``env_info`` field with per-agent rewards; None: the env's reward)
     is set by :class:`MultiAgentPPO` after construction.
@@ -80,11 +104,29 @@ class MultiAgentOnPolicyDataset(OnPolicyDataset):
 
     def process_samples(self, samples: Samples) -> Any:
         """``MultiAgentBatch(<name>=OnPolicyBatch, ...)`` of CPU tensors, ``[T, B]`` each."""
-        names, key = self.agent.agent_names, self.agent_rewards_key
         if self.batch_schema is None:
-            self.batch_schema = NamedArrayTupleSchema("MultiAgentBatch", names)
-        process = super().process_samples  # (a comprehension's own scope has no zero-argument super())
-        return self.batch_schema(*[process(agent_samples(samples, self.agent, n, key)) for n in names])
+            self.batch_schema = NamedArrayTupleSchema("MultiAgentBatch", self.agent.agent_names)
+        batches = []
+        for name in self.agent.agent_names:
+            view = agent_samples(samples, self.agent, name, self.agent_rewards_key)
+            mask = agent_mask(samples, self.agent, name)
+            if mask is None:
+                batches.append(super().process_samples(view))
+                continue
+            # Normalized here, over the steps the agent acted at, not by the single-agent path.
+            normalize, self.normalize_advantage = self.normalize_advantage, False
+            try:
+                batch = super().process_samples(view)
+            finally:
+                self.normalize_advantage = normalize
+            valid = batch.valid * torch.from_numpy(mask)
+            advantage = batch.advantage
+            if normalize:
+                adv = advantage[valid > 0]
+                if adv.numel():
+                    advantage = (advantage - adv.mean()) / (adv.std(correction=0) + 1e-8)
+            batches.append(batch._replace(valid=valid, advantage=advantage))
+        return self.batch_schema(*batches)
 
 
 class MultiAgentPPO(PPO):
@@ -152,7 +194,7 @@ class MultiAgentPPO(PPO):
         total = torch.zeros((), device=self.agent.device)
         for names in self.agent.learners().values():
             for name in names:
-                agent_terms = self.agent_loss(self.agent.sub_agent(name), getattr(batch, name), ratio_clip, diagnostics)
+                agent_terms = self.agent_loss(self.agent.policy(name), getattr(batch, name), ratio_clip, diagnostics)
                 terms.update({f"{name}/{k}": v for k, v in agent_terms.items()})
                 total = total + agent_terms["loss"] / len(names)
         terms["loss"] = total
@@ -168,6 +210,4 @@ class MultiAgentPPO(PPO):
         """Fold each agent's observations of the rollout into its sub-agent's running statistics
         (a shared model sees every agent's observations)."""
         for name in self.agent.agent_names:
-            update = getattr(self.agent.sub_agent(name), "update_obs_rms", None)
-            if update is not None:
-                update(getattr(batch, name).agent_inputs.observation, all_gather)
+            self.agent.update_obs_rms(name, getattr(batch, name).agent_inputs.observation, all_gather)

@@ -1,4 +1,4 @@
-"""What a run directory holds, and a checkpoint on SIGINT/SIGUSR1 so a run can be stopped and resumed.
+"""What a run directory holds, and a checkpoint on SIGINT/SIGUSR1/SIGTERM so a run can be stopped and resumed.
 
 A run's log dir (``trainer.log_dir``, e.g. ``lightning_logs/version_3``) ends up with:
 
@@ -9,12 +9,18 @@ A run's log dir (``trainer.log_dir``, e.g. ``lightning_logs/version_3``) ends up
 * the logger's files, and the checkpoints (in the ``ModelCheckpoint`` dirpath when the config
   names one, else ``checkpoints/``).
 
-On SIGINT (Ctrl-C) or SIGUSR1 (what cluster schedulers send ahead of a time limit) the run saves
-``<checkpoint dir>/last.ckpt`` at the end of the current batch and stops cleanly, so
-``lightning-rl fit --config ... --ckpt_path last`` continues it. A second Ctrl-C while waiting for
-the batch to end interrupts at once, as Ctrl-C does without this callback.
+On SIGINT (Ctrl-C), SIGUSR1 (what cluster schedulers send ahead of a time limit) or SIGTERM (a
+scheduler's pre-emption, ``kill``) the run saves ``<checkpoint dir>/last.ckpt`` at the end of the
+current batch and stops cleanly, so ``lightning-rl fit --config ... --ckpt_path last`` continues it
+exactly. A ``ModelCheckpoint(save_last=True)`` writing that file saves it, through the module's
+stop in the middle of an epoch (the checkpoint then holds the state at the batch's end, before
+Lightning ends the epoch early); without one this callback saves it. A second Ctrl-C while waiting
+for the batch to end interrupts at once, as Ctrl-C does without this callback. ``last.ckpt`` stays
+the one newest state: a ``ModelCheckpoint(save_last=True)`` in the same directory is told of the
+file this callback wrote (and, after a resume, of the ``last.ckpt`` it resumed), so it writes over
+it instead of starting a ``last-v1.ckpt`` beside it.
 
-When fitting fails or is interrupted (Lightning's own Ctrl-C handling, SIGTERM, an error), the
+When fitting fails or is interrupted (Lightning's own Ctrl-C handling, an error), the
 ``lightning-rl`` process gives its shutdown ``shutdown_timeout_s`` seconds: a shutdown stuck past
 that (a lock the interrupt left held, a writer thread that never drains) prints every thread's
 stack to stderr and ends the process with status 1, instead of hanging a cluster job.
@@ -38,6 +44,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import yaml
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
@@ -118,9 +125,10 @@ class RunDirectoryCallback(pl.Callback):
     without this callback; a signal the process ignores stays ignored). A signal only sets a flag; at the next
     training batch end every rank (the flag is reduced over DDP ranks) saves the checkpoint with
     ``trainer.save_checkpoint`` and the trainer stops. The CLI then exits with status 1 after a
-    SIGINT (as Lightning's own Ctrl-C handling does, so ``fit && play`` stops there) and 0 after
-    another signal (SIGUSR1: a scheduler's warning before a time limit). SIGTERM stays
-    Lightning's (``SIGTERMException``); this callback gives it the conventional status 143.
+    SIGINT (as Lightning's own Ctrl-C handling does, so ``fit && play`` stops there), 143 after a
+    SIGTERM (the shell's status for it) and 0 after another signal (SIGUSR1: a scheduler's warning
+    before a time limit). A SIGTERM left to Lightning (``signals`` without it) raises its
+    ``SIGTERMException``; this callback gives it the same status 143.
 
     Args:
         signals: Names of the signals that save and stop (``SIGINT``, ``SIGUSR1``, ``SIGTERM``,
@@ -139,7 +147,7 @@ class RunDirectoryCallback(pl.Callback):
 
     def __init__(
         self,
-        signals: list[str] | tuple[str, ...] = ("SIGINT", "SIGUSR1"),
+        signals: list[str] | tuple[str, ...] = ("SIGINT", "SIGUSR1", "SIGTERM"),
         dirpath: str | None = None,
         write_run_info: bool = True,
         shutdown_timeout_s: float | None = None,
@@ -208,6 +216,31 @@ class RunDirectoryCallback(pl.Callback):
             with open(os.path.join(log_dir, RUN_INFO_FILE), "w") as f:
                 yaml.safe_dump(info, f, sort_keys=False)
 
+    def _claim_last(self, trainer: pl.Trainer) -> None:
+        """Tell each ``ModelCheckpoint`` whose next save writes this callback's ``last.ckpt`` that the file
+        is its own, so it writes over it instead of beside it (``last-v1.ckpt``): ``save_last=True``'s
+        ``last_model_path``, and ``filename="last"`` (rlpyt's "last" snapshot mode)'s ``best_model_path``."""
+        if self.checkpoint_path is None:
+            return
+        target = os.path.abspath(self.checkpoint_path)
+        for callback in trainer.checkpoint_callbacks:
+            if not isinstance(callback, ModelCheckpoint) or callback.dirpath is None:
+                continue
+            directory = str(callback.dirpath)
+            if callback.save_last:
+                name = callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION
+                if os.path.abspath(os.path.join(directory, name)) == target:
+                    callback.last_model_path = self.checkpoint_path
+            if callback.filename == "last" and callback.monitor is None and callback.save_top_k == 1:
+                if os.path.abspath(os.path.join(directory, "last" + callback.FILE_EXTENSION)) == target:
+                    callback.best_model_path = self.checkpoint_path
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        # After a resume the ModelCheckpoint's state may not name the last.ckpt it left (one written
+        # by this callback, or by an older version): it would write last-v1.ckpt beside it.
+        if self.checkpoint_path is not None and os.path.isfile(self.checkpoint_path):
+            self._claim_last(trainer)
+
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self._saved:
             return  # stopping already (Trainer(min_epochs=...) can keep it going a while)
@@ -220,9 +253,22 @@ class RunDirectoryCallback(pl.Callback):
         name = self.received.name if self.received is not None else "a signal on another rank"
         rank_zero_info(f"Received {name}: saving {self.checkpoint_path} and stopping.")
         assert self.checkpoint_path is not None  # set by on_fit_start
-        trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
+        self._claim_last(trainer)  # the ModelCheckpoint's next save writes over this file (its state says so)
         self._saved = True
         trainer.should_stop = True
+        if not self._written_by_a_model_checkpoint(trainer):
+            trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
+
+    def _written_by_a_model_checkpoint(self, trainer: pl.Trainer) -> bool:
+        """Whether a ``ModelCheckpoint(save_last=True)`` writes :attr:`checkpoint_path`: a module that
+        stops mid-epoch saves through it at this batch's end, else the epoch's end (now) does."""
+        target = os.path.abspath(str(self.checkpoint_path))
+        for callback in trainer.checkpoint_callbacks:
+            if isinstance(callback, ModelCheckpoint) and callback.save_last and callback.dirpath is not None:
+                name = callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION
+                if os.path.abspath(os.path.join(str(callback.dirpath), name)) == target:
+                    return True
+        return False
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self._restore()
@@ -237,8 +283,8 @@ class RunDirectoryCallback(pl.Callback):
 
     @property
     def exit_code(self) -> int:
-        """The status the CLI exits with after this fit: 1 if a SIGINT stopped it, else 0."""
-        return 1 if self.received == signal.SIGINT else 0
+        """The status the CLI exits with after this fit: 1 if a SIGINT stopped it, 143 a SIGTERM, else 0."""
+        return {signal.SIGINT: 1, signal.SIGTERM: 128 + signal.SIGTERM}.get(self.received, 0)  # type: ignore[arg-type]
 
     def teardown(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
         # on_fit_end does not run when fitting fails; never leave our handlers behind.

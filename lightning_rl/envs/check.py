@@ -13,6 +13,11 @@ lightning_rl's rules, on top of gymnasium's ``check_env`` (which only warns abou
   ``info`` a dict;
 * observations lie in the observation space (shape, dtype kind, bounds), at reset and at every
   checked step.
+
+A PettingZoo env (an import path such as ``mpe2.simple_spread_v3``, or a factory returning a
+``ParallelEnv`` or ``AECEnv``) first gets PettingZoo's own API test (``parallel_api_test``, and
+``api_test`` for an ``AECEnv``), then the rules above on its
+:class:`~lightning_rl.envs.pettingzoo.PettingZooEnv` adapter (what training steps).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-__all__ = ["EnvCheckError", "check_env", "check_gymnasium_env"]
+__all__ = ["EnvCheckError", "check_env", "check_gymnasium_env", "check_pettingzoo_api"]
 
 _STEPS = 10
 # gymnasium env-checker failures that samplers report as warnings (see ``strict``).
@@ -125,12 +130,50 @@ def _check_in_space(space: gymnasium.Space, observation: Any, env_id: Any, where
     raise _fail(env_id, f"the observation returned by {where} {rule}")
 
 
+def check_pettingzoo_api(env_id: Any, cycles: int = 100, **env_kwargs: Any) -> list[str]:
+    """PettingZoo's API tests on fresh envs of ``env_id`` (an import path or a factory):
+    ``parallel_api_test`` on the ``ParallelEnv`` (for an ``AECEnv``: ``api_test`` on it, then
+    ``parallel_api_test`` on its ``aec_to_parallel`` conversion, what training steps).
+
+    Returns:
+        The tests' warnings, one line each.
+
+    Raises:
+        EnvCheckError: Naming the env and the failed assertion of PettingZoo's test.
+    """
+    import contextlib
+    import io
+
+    from pettingzoo.test import api_test, parallel_api_test
+    from pettingzoo.utils.conversions import aec_to_parallel
+    from pettingzoo.utils.env import AECEnv
+
+    from lightning_rl.envs.pettingzoo import pettingzoo_factory
+
+    factory = pettingzoo_factory(env_id) if isinstance(env_id, str) else env_id
+    env = factory(**env_kwargs)
+    printed = io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(printed):
+        warnings.simplefilter("always")
+        try:
+            if isinstance(env, AECEnv):
+                api_test(env, num_cycles=cycles)
+                env = aec_to_parallel(factory(**env_kwargs))
+            parallel_api_test(env, num_cycles=cycles)
+        except AssertionError as error:
+            raise _fail(env_id, f"PettingZoo's API test: {error or 'an assertion failed'}") from None
+        finally:
+            env.close()
+    return sorted({_plain(str(w.message)) for w in caught} - {""})
+
+
 def check_env(env_id: Any, steps: int = _STEPS, **env_kwargs: Any) -> list[str]:
     """Check the env ``lightning_rl.envs.make_env(env_id, **env_kwargs)`` would build.
 
     gymnasium ids and factories returning gymnasium envs get :func:`check_gymnasium_env`; Atari
     ids and lightning_rl envs get the same rules through lightning_rl's env API (observations in
-    the space, bool ``done``, real rewards).
+    the space, bool ``done``, real rewards); PettingZoo envs get :func:`check_pettingzoo_api`
+    first, then :func:`check_gymnasium_env` on their adapter.
 
     Returns:
         Warnings (advice, not errors), one line each.
@@ -141,11 +184,15 @@ def check_env(env_id: Any, steps: int = _STEPS, **env_kwargs: Any) -> list[str]:
     """
     from lightning_rl.envs.gymnasium import GymEnvWrapper
     from lightning_rl.envs.make import make_env
+    from lightning_rl.envs.pettingzoo import PettingZooEnv
 
     env = make_env(env_id, **env_kwargs)
     try:
         if isinstance(env, GymEnvWrapper):
-            return check_gymnasium_env(env.env, env_id, steps)
+            advice: list[str] = []
+            if isinstance(env.env, PettingZooEnv):
+                advice = check_pettingzoo_api(env_id, **env_kwargs)
+            return sorted(set(advice) | set(check_gymnasium_env(env.env, env_id, steps)))
         observation = env.reset()
         if not env.observation_space.contains(observation):
             raise _fail(env_id, f"the observation returned by reset() is not in {env.observation_space!r}")

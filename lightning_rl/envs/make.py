@@ -12,9 +12,14 @@ import gymnasium
 from lightning_rl.envs.atari import AtariEnv, atari_games
 from lightning_rl.envs.base import Env
 from lightning_rl.envs.gymnasium import GymEnvWrapper
-from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
+from lightning_rl.envs.multiagent import COOP_GRID_ID
+from lightning_rl.envs.pettingzoo import PettingZooEnv, is_pettingzoo_env, is_pettingzoo_id, make_pettingzoo_env
+from lightning_rl.envs.traj_info import AtariTrajInfo, MultiAgentTrajInfo, TrajInfo
 
-__all__ = ["atari_game_from_id", "default_traj_info_cls", "is_atari_id", "make_env", "route_mujoco_warnings"]
+__all__ = [
+    "atari_game_from_id", "default_traj_info_cls", "is_atari_id", "make_env", "make_gymnasium_env",
+    "route_mujoco_warnings",
+]
 
 _ATARI_ID = re.compile(
     r"^(?:ALE/(?P<v5>[A-Za-z0-9]+)(?P<rest>(?:-[A-Za-z]+)*)-v\d+|(?P<v4>[A-Za-z0-9]+)NoFrameskip-v4)$"
@@ -112,6 +117,32 @@ def _mujoco_warning(message: str) -> None:
         warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2)
 
 
+def make_gymnasium_env(env_id: str | Callable[..., Any], **kwargs: Any) -> gymnasium.Env:
+    """The gymnasium env behind a non-Atari ``env_id`` (what :func:`make_env` wraps, and what the
+    vector sampler's ``sync``/``async`` backends and ``play``'s recorder step).
+
+    A PettingZoo import path, or a callable returning a PettingZoo env, gives a
+    :class:`~lightning_rl.envs.pettingzoo.PettingZooEnv`; another string ``gymnasium.make``'s env.
+
+    Raises:
+        ValueError: If the id is unknown, or a callable returns neither a gymnasium nor a PettingZoo env.
+    """
+    if isinstance(env_id, str) and is_pettingzoo_id(env_id):
+        return make_pettingzoo_env(env_id, **kwargs)
+    if isinstance(env_id, str):
+        route_mujoco_warnings(env_id)
+        try:
+            return gymnasium.make(env_id, **kwargs)
+        except gymnasium.error.Error as e:
+            raise ValueError(f"make_env: gymnasium cannot make env_id={env_id!r}: {e}") from e
+    env = env_id(**kwargs)
+    if is_pettingzoo_env(env):
+        return PettingZooEnv(env)
+    if not isinstance(env, gymnasium.Env):
+        raise ValueError(f"make_env: env_id={env_id!r} returned {type(env).__name__}, not a gymnasium.Env")
+    return env
+
+
 def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None = None, **kwargs: Any) -> Env:
     """Make a lightning_rl env.
 
@@ -121,7 +152,11 @@ def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None 
       otherwise; ``NoFrameskip-v4`` ids have none (0.0), as in gymnasium.
     * any other registered gymnasium id (classic control, MuJoCo v5, ...) ->
       ``GymEnvWrapper(gymnasium.make(env_id, **kwargs))``;
-    * a callable -> ``env_id(**kwargs)``; a gymnasium env result is wrapped in :class:`GymEnvWrapper`.
+    * a PettingZoo import path (``mpe2.simple_spread_v3``: a module with ``parallel_env()`` or
+      ``env()``; ``module:factory``: any factory) -> ``GymEnvWrapper(PettingZooEnv(...))``, the
+      package's multi-agent convention (:mod:`lightning_rl.envs.pettingzoo`);
+    * a callable -> ``env_id(**kwargs)``; a gymnasium env result is wrapped in :class:`GymEnvWrapper`,
+      a PettingZoo ``ParallelEnv`` or ``AECEnv`` in :class:`PettingZooEnv` first.
 
     Args:
         env_id: Env id or factory.
@@ -142,6 +177,8 @@ def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None 
     """
     if callable(env_id):
         env = env_id(**kwargs)
+        if is_pettingzoo_env(env):
+            env = PettingZooEnv(env)
         if isinstance(env, gymnasium.Env):
             env = GymEnvWrapper(env)
         elif not isinstance(env, Env):
@@ -151,11 +188,7 @@ def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None 
             kwargs.setdefault("repeat_action_probability", ALE_V5_REPEAT_ACTION_PROBABILITY)
         env = AtariEnv(game=atari_game_from_id(env_id), **kwargs)
     elif isinstance(env_id, str):
-        route_mujoco_warnings(env_id)
-        try:
-            env = GymEnvWrapper(gymnasium.make(env_id, **kwargs))
-        except gymnasium.error.Error as e:
-            raise ValueError(f"make_env: gymnasium cannot make env_id={env_id!r}: {e}") from e
+        env = GymEnvWrapper(make_gymnasium_env(env_id, **kwargs))
     else:
         raise ValueError(f"make_env: env_id must be a string or a callable, got {env_id!r}")
     if seed is not None:
@@ -164,7 +197,11 @@ def make_env(env_id: str | Callable[..., Env | gymnasium.Env], seed: int | None 
 
 
 def default_traj_info_cls(env_id: str | Callable[..., Any]) -> type[TrajInfo]:
-    """:class:`AtariTrajInfo` for Atari ids and :class:`AtariEnv` (subclasses), else :class:`TrajInfo`."""
+    """:class:`AtariTrajInfo` for Atari ids and :class:`AtariEnv` (subclasses),
+    :class:`MultiAgentTrajInfo` (each agent's return too) for PettingZoo import paths and
+    ``lightning_rl/CoopGrid-v0``, else :class:`TrajInfo`."""
     if is_atari_id(env_id) or (isinstance(env_id, type) and issubclass(env_id, AtariEnv)):
         return AtariTrajInfo
+    if env_id == COOP_GRID_ID or is_pettingzoo_id(env_id):
+        return MultiAgentTrajInfo
     return TrajInfo

@@ -5,6 +5,19 @@ keyed by agent name (and whose observation space may be one too). :class:`GymEnv
 turns the dicts into named tuples with one field per agent, so samplers store one ``[T, B]``
 array per agent and :class:`~lightning_rl.agents.MultiAgent` gives each agent its own policy.
 
+The convention, which :class:`~lightning_rl.envs.pettingzoo.PettingZooEnv` follows for any
+PettingZoo env:
+
+* action space: ``Dict`` keyed by agent name;
+* observation space: either one observation every agent sees whole, or a ``Dict`` with each
+  agent's own observation under its name, optionally beside
+  :data:`AGENT_MASK_KEY` (``"agent_mask"``: float ``[n_agents]`` in action-space order, 1 for the
+  agents acting on this observation; agents at 0 are not stepped and their rows count in no
+  loss) and :data:`STATE_KEY` (``"state"``: the global state a centralised critic sees);
+* ``info``: ``agent_rewards`` (each agent's reward by name), and with an agent mask also
+  ``agent_terminated`` and ``agent_truncated`` (by name: the agent left the episode at this
+  step, by termination or by truncation), which per-agent returns and advantages use.
+
 :class:`CoopGridEnv` is registered as ``lightning_rl/CoopGrid-v0`` (20 steps per episode) when
 this module is imported, which ``import lightning_rl.envs`` does::
 
@@ -22,9 +35,15 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["COOP_GRID_ID", "CoopGridEnv"]
+__all__ = ["AGENT_MASK_KEY", "AGENT_REWARDS_KEY", "COOP_GRID_ID", "STATE_KEY", "CoopGridEnv"]
 
 COOP_GRID_ID = "lightning_rl/CoopGrid-v0"
+#: Observation field: which agents act on this observation (float 0/1 per agent, action-space order).
+AGENT_MASK_KEY = "agent_mask"
+#: Observation field: the env's global state, the input of a centralised critic.
+STATE_KEY = "state"
+#: ``info`` entry with each agent's reward by name.
+AGENT_REWARDS_KEY = "agent_rewards"
 
 # Moves of the actions 0..4: stay, up, down, left, right (row, column).
 _MOVES = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], dtype=np.int64)

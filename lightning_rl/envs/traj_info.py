@@ -13,7 +13,7 @@ from typing import Any
 
 from lightning_rl.data.namedarraytuple import AttrDict
 
-__all__ = ["AtariTrajInfo", "TrajInfo"]
+__all__ = ["AtariTrajInfo", "MultiAgentTrajInfo", "TrajInfo"]
 
 
 class TrajInfo(AttrDict):
@@ -97,3 +97,40 @@ class AtariTrajInfo(TrajInfo):
         """Account one env step; ``env_info`` must have a ``game_score`` field."""
         super().step(observation, action, reward, done, agent_info, env_info)
         self.GameScore += float(env_info.game_score)
+
+
+class MultiAgentTrajInfo(TrajInfo):
+    """:class:`TrajInfo` plus ``AgentReturns``: each agent's return by name, summed from the env's
+    ``env_info.agent_rewards`` (the multi-agent convention of :mod:`lightning_rl.envs.multiagent`);
+    empty for an env without it. ``Return`` stays the env's reward summed (the team return).
+
+    Args:
+        discount: Discount factor of ``DiscountedReturn`` (see :class:`TrajInfo`).
+    """
+
+    def __init__(self, discount: float = 0.99) -> None:
+        super().__init__(discount=discount)
+        self.AgentReturns: dict[str, float] = {}
+
+    def step(
+        self,
+        observation: Any,
+        action: Any,
+        reward: Any,
+        done: Any,
+        agent_info: Any,
+        env_info: Any,
+    ) -> None:
+        """Account one env step and each agent's reward."""
+        super().step(observation, action, reward, done, agent_info, env_info)
+        rewards = getattr(env_info, "agent_rewards", None)
+        if rewards is not None:
+            returns = self.AgentReturns
+            for name, value in zip(rewards._fields, rewards, strict=True):
+                returns[name] = returns.get(name, 0.0) + float(value)
+
+    def copy(self) -> MultiAgentTrajInfo:
+        new = type(self).__new__(type(self))
+        AttrDict.__init__(new, self)
+        new.AgentReturns = dict(self.AgentReturns)
+        return new

@@ -319,8 +319,9 @@ def resolve_config(config: str | Path) -> str:
             main()
     except SystemExit as stop:
         if stop.code not in (0, None):
-            message = err.getvalue().strip().splitlines()
-            raise ValueError(message[-1] if message else f"{config} does not parse") from None
+            lines = err.getvalue().strip().splitlines()
+            errors = [line for line in lines if "error:" in line]  # the first of fit's few error lines
+            raise ValueError((errors or lines or [f"{config} does not parse"])[0]) from None
     finally:
         sys.argv = argv
     return out.getvalue()

@@ -12,8 +12,9 @@ value, the env steps (the last logged step of any scalar: the x-axis is env step
 variant: the number of seeds, the mean and the IQM of the final values, and a stratified percentile
 bootstrap confidence interval of the IQM (:mod:`lightning_rl.results.stats`, rliable's definitions). Runs
 and variants are found as :mod:`lightning_rl.results.reader` describes. The default metric is
-``eval/return_mean`` (the evaluation callback's); a table whose runs logged none uses ``train/return_mean``
-(the mean return of recent training episodes) and says so.
+``eval/return_mean`` (the evaluation callback's); a run that logged none uses ``train/return_mean`` (the
+mean return of recent training episodes), marked ``*`` and named in a note, and a run that logged
+neither is listed with ``-``: every run found is in its table.
 """
 
 from __future__ import annotations
@@ -68,11 +69,14 @@ def summarize(
 ) -> Summary:
     """Group runs by (algorithm, env) and variant and aggregate the final values of ``metric``.
 
+    Every run is a row of its table: one that did not log ``metric`` reports ``fallback`` instead
+    (marked in the tables, named in a note), one that logged neither has no values (``-``, left out
+    of the aggregates, named in a note).
+
     Args:
         runs: Runs read by :func:`~lightning_rl.results.reader.read_runs`.
         metric: The scalar tag to report.
-        fallback: Used instead of ``metric`` for an (algorithm, env) none of whose runs logged ``metric``
-            (with a note); None: no fallback.
+        fallback: Used instead of ``metric`` for each run that did not log ``metric``; None: no fallback.
         confidence: Confidence level of the IQM intervals, in (0, 1).
         reps: Bootstrap replicates per interval.
         seed: Seed of the bootstrap generator (the same runs give the same table).
@@ -95,22 +99,21 @@ def summarize(
     tables: list[Table] = []
     for (algo, env), task_runs in sorted(by_task.items()):
         name = f"{algo} {env}"
-        used = metric
-        if not any(_has(run, metric) for run in task_runs):
-            if fallback is not None and any(_has(run, fallback) for run in task_runs):
-                used = fallback
-                notes.append(f"{name}: no run logged {metric}; final and best are {fallback} instead")
-            else:
-                notes.append(f"{name}: no run logged {metric}; left out")
-                continue
-        missing = [run for run in task_runs if not _has(run, used)]
-        if missing:
-            paths = ", ".join(str(run.path) for run in missing)
-            notes.append(f"{name}: {len(missing)} run(s) without {used} left out: {paths}")
-        rows = [
-            RunRow(run=run, final=float(run.scalars[used].values[-1]), best=float(run.scalars[used].values.max()))
-            for run in task_runs if _has(run, used)
-        ]
+        rows = [_row(run, metric, fallback) for run in task_runs]
+        if not any(row.metric for row in rows):
+            continue
+        used = metric if any(row.metric == metric for row in rows) else rows[0].metric
+        fell_back = [row for row in rows if row.metric and row.metric != used]
+        if fell_back:
+            paths = ", ".join(str(row.run.path) for row in fell_back)
+            notes.append(f"{name}: {len(fell_back)} run(s) without {used} show {fallback} instead (marked *): {paths}")
+        elif used != metric:
+            notes.append(f"{name}: no run logged {metric}; final and best are {used} instead")
+        empty = [row for row in rows if not row.metric]
+        if empty:
+            paths = ", ".join(str(row.run.path) for row in empty)
+            wanted = metric if fallback is None else f"{metric} or {fallback}"
+            notes.append(f"{name}: {len(empty)} run(s) logged no {wanted} (shown with -): {paths}")
         table = Table(algo=algo, env=env, metric=used)
         by_variant: dict[tuple[Any, ...], list[RunRow]] = {}
         for row in rows:
@@ -132,12 +135,26 @@ def _has(run: Run, tag: str) -> bool:
     return tag in run.scalars and len(run.scalars[tag].values) > 0
 
 
+def _row(run: Run, metric: str, fallback: str | None) -> RunRow:
+    """A run's row: ``metric`` where it logged it, else ``fallback``, else no values."""
+    for tag in (metric, fallback):
+        if tag is not None and _has(run, tag):
+            values = run.scalars[tag].values
+            return RunRow(run=run, final=float(values[-1]), best=float(values.max()), metric=tag)
+    return RunRow(run=run, final=math.nan, best=math.nan, metric="")
+
+
 def _aggregate(
     name: str, rows: list[RunRow], confidence: float, reps: int, seed: int, notes: list[str]
 ) -> VariantRow:
     label = rows[0].run.variant_label
-    finals = np.array([row.final for row in rows])
     seeds = [row.run.seed for row in rows]
+    rows = [row for row in rows if row.metric]
+    if not rows:
+        return VariantRow(label=label, seeds=seeds, mean=math.nan, iqm=math.nan, ci=None)
+    finals = np.array([row.final for row in rows])
+    if len({row.metric for row in rows}) > 1:
+        notes.append(f"{name}, {label}: the aggregates mix {' and '.join(sorted({row.metric for row in rows}))}")
     if len(rows) == 1:
         notes.append(f"{name}, {label}: a single seed; no confidence interval")
     known = [s for s in seeds if s is not None]
@@ -189,11 +206,12 @@ def _variant_columns(confidence: float) -> tuple[str, ...]:
     return ("variant", "seeds", "mean", "IQM", f"IQM {100 * confidence:g}% CI")
 
 
-def _run_cells(row: RunRow) -> list[str]:
+def _run_cells(row: RunRow, table: Table) -> list[str]:
     steps = row.run.env_steps
+    mark = " *" if row.metric and row.metric != table.metric else ""
     return [
-        row.run.variant_label, "-" if row.run.seed is None else str(row.run.seed), format_number(row.final),
-        format_number(row.best), "-" if steps is None else f"{steps:,}", format_duration(row.run.wall_time_s),
+        row.run.variant_label, "-" if row.run.seed is None else str(row.run.seed), format_number(row.final) + mark,
+        format_number(row.best) + mark, "-" if steps is None else f"{steps:,}", format_duration(row.run.wall_time_s),
     ]
 
 
@@ -217,7 +235,7 @@ def format_text(summary: Summary) -> str:
     lines: list[str] = []
     for table in summary.tables:
         lines.append(_title(table))
-        lines.extend(_plain_table(RUN_COLUMNS, [_run_cells(row) for row in table.runs]))
+        lines.extend(_plain_table(RUN_COLUMNS, [_run_cells(row, table) for row in table.runs]))
         lines.append("")
         lines.extend(_plain_table(_variant_columns(summary.confidence), [_variant_cells(v) for v in table.variants]))
         lines.append("")
@@ -237,7 +255,7 @@ def format_markdown(summary: Summary) -> str:
     lines: list[str] = []
     for table in summary.tables:
         lines.extend([f"### {_title(table)}", ""])
-        lines.extend(_markdown_table(RUN_COLUMNS, [_run_cells(row) for row in table.runs]))
+        lines.extend(_markdown_table(RUN_COLUMNS, [_run_cells(row, table) for row in table.runs]))
         lines.append("")
         lines.extend(_markdown_table(_variant_columns(summary.confidence),
                                      [_variant_cells(v) for v in table.variants]))
@@ -263,7 +281,7 @@ def format_csv(summary: Summary) -> str:
         common = {"algo": table.algo, "env": table.env, "metric": table.metric}
         for row in table.runs:
             writer.writerow({
-                **common, "kind": "run", "variant": row.run.variant_label,
+                **common, "metric": row.metric, "kind": "run", "variant": row.run.variant_label,
                 "seed": "" if row.run.seed is None else row.run.seed, "final": repr(row.final),
                 "best": repr(row.best), "env_steps": "" if row.run.env_steps is None else row.run.env_steps,
                 "wall_time_s": "" if row.run.wall_time_s is None else repr(row.run.wall_time_s),
@@ -296,7 +314,7 @@ def print_rich(summary: Summary, file: Any = None) -> None:
         for i, column in enumerate(RUN_COLUMNS):
             runs.add_column(column, justify="left" if i == 0 else "right")
         for row in table.runs:
-            runs.add_row(*_run_cells(row))
+            runs.add_row(*_run_cells(row, table))
         console.print(runs)
         variants = RichTable()
         for i, column in enumerate(_variant_columns(summary.confidence)):
@@ -318,8 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("dir", help="a directory tree holding runs (a grid, runs/, one run directory)")
     parser.add_argument(
         "--metric", default=None,
-        help=f"scalar tag to report; default {DEFAULT_METRIC}, or {FALLBACK_METRIC} for an (algorithm, env) "
-        "whose runs did not evaluate",
+        help=f"scalar tag to report; default {DEFAULT_METRIC}, or {FALLBACK_METRIC} for each run that did not "
+        "evaluate (marked *)",
     )
     parser.add_argument("--plot", default=None, metavar="OUT.png",
                         help="also write learning curves to this PNG (needs the plot extra: matplotlib)")

@@ -68,7 +68,8 @@ def make_figure(summary: Summary, confidence: float = 0.95, reps: int = 1000, se
     for ax, table in zip(axes, summary.tables, strict=False):
         by_label: dict[str, list[RunRow]] = {}
         for row in table.runs:
-            by_label.setdefault(row.run.variant_label, []).append(row)
+            if row.metric == table.metric:  # the curves of one scalar (runs marked * or - have none of it)
+                by_label.setdefault(row.run.variant_label, []).append(row)
         for label, variant_rows in by_label.items():
             grid = common_grid(variant_rows, table.metric)
             if grid is None:

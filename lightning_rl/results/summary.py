@@ -16,13 +16,15 @@ class RunRow:
 
     Args:
         run: The run read.
-        final: The metric's last logged value.
-        best: The metric's largest value.
+        final: The metric's last logged value (NaN when the run logged neither metric nor fallback).
+        best: The metric's largest value (NaN likewise).
+        metric: The scalar ``final`` and ``best`` come from (the table's, or the fallback); "" for none.
     """
 
     run: Run
     final: float
     best: float
+    metric: str = ""
 
 
 @dataclass

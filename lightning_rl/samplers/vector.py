@@ -49,7 +49,12 @@ from gymnasium.vector import AutoresetMode
 
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.envs.atari import AtariEnvInfo
-from lightning_rl.envs.make import atari_game_from_id, is_atari_id, route_mujoco_warnings, vector_atari_settings
+from lightning_rl.envs.make import (
+    atari_game_from_id,
+    is_atari_id,
+    make_gymnasium_env,
+    vector_atari_settings,
+)
 from lightning_rl.envs.traj_info import AtariTrajInfo, TrajInfo
 from lightning_rl.safe_state import copy_into, decode, encode, env_state, load_env_state
 from lightning_rl.samplers.base import BaseSampler, Samples, StepBuffer, cpu_count, set_agent_mode, slice_samples
@@ -279,7 +284,7 @@ class VectorCollector:
                 mask = counts == total - s
                 if mask.any() and s > 0:
                     self._partial_reset(mask)
-                self._step(np.asarray(space.sample()))
+                self._step(_venv_action(space.sample()))
         self._reset_stats(np.ones(self.n, dtype=bool))
         self.traj_infos = [self.traj_info_factory() for _ in range(self.n)]
 
@@ -315,7 +320,7 @@ class VectorCollector:
         """Start stepping every copy with the actions of row ``t`` (the env's ``send``); the
         caller works meanwhile and finishes with ``step_envs(t, sent=True)``."""
         assert self.samples is not None
-        self._call("step", self.venv.send, np.asarray(self.samples.agent.action[t]))
+        self._call("step", self.venv.send, _venv_action(self.samples.agent.action[t]))
 
     def _step(self, action: np.ndarray, sent: bool = False) -> tuple[Any, ...]:
         """Step all copies (or, ``sent``, receive the step :meth:`send` started); put the
@@ -411,7 +416,8 @@ class VectorCollector:
         assert samples is not None  # None only for evaluation
         action = samples.agent.action[t]
         observation = samples.env.observation[t]
-        reward, raw_reward, terminated, truncated, done, traj_done, finals, info = self._step(np.asarray(action), sent)
+        stepped = self._step(_venv_action(action), sent)
+        reward, raw_reward, terminated, truncated, done, traj_done, finals, info = stepped
         samples.env.reward[t] = reward
         samples.env.done[t] = done
         samples.env.truncated[t] = truncated
@@ -422,8 +428,7 @@ class VectorCollector:
             for name in row._fields:
                 # Numeric info keys of the vector env (gymnasium batches them as [n] arrays) fill
                 # the fields of the same name; keys the vector env lacks stay zero.
-                value = values[name] if name in values else info.get(name, 0)
-                getattr(row, name)[:] = 0 if getattr(value, "dtype", None) == np.dtype(object) else value
+                _fill_info(getattr(row, name), values[name] if name in values else info.get(name, 0))
             env_info = row
         agent_info = samples.agent.agent_info
         completed = self._account(observation, action, reward, raw_reward, done, traj_done, finals,
@@ -434,9 +439,9 @@ class VectorCollector:
     def step_eval(self) -> list[Any]:
         """Step every copy with ``step_buffer.action`` (evaluation); return finished TrajInfos."""
         sb = self.step_buffer
-        action = np.array(sb.action)
+        action = buffer_func(sb.action, np.array)
         observation = None if self.vector_stats else np.copy(sb.observation)
-        reward, raw_reward, terminated, truncated, done, traj_done, finals, _ = self._step(action)
+        reward, raw_reward, terminated, truncated, done, traj_done, finals, _ = self._step(_venv_action(action))
         env_info = None
         if not self.vector_stats:
             env_info = [AtariEnvInfo(bool(truncated[b]), bool(terminated[b]), float(raw_reward[b]), bool(traj_done[b]))
@@ -864,15 +869,30 @@ class VectorSampler(BaseSampler):
                 pass
 
 
+def _fill_info(field: Any, value: Any) -> None:
+    """Write one batched info value into its ``[n]`` buffer field; a nested info dict (the
+    per-agent entries of a multi-agent env) fills the nested fields of the same names."""
+    if hasattr(field, "_fields"):
+        for name in field._fields:
+            _fill_info(getattr(field, name), value.get(name, 0) if isinstance(value, dict) else 0)
+        return
+    field[:] = 0 if getattr(value, "dtype", None) == np.dtype(object) else value
+
+
+def _venv_action(action: Any) -> Any:
+    """Actions of all copies as the vector env takes them: an array, or for a dict action space
+    (multi-agent envs) a dict of arrays by key, from the namedarraytuple of ``[n]`` arrays by field."""
+    if isinstance(action, dict):
+        return action
+    if isinstance(action, tuple) and hasattr(action, "_fields"):
+        return {f: _venv_action(getattr(action, f)) for f in action._fields}
+    return np.asarray(action)
+
+
 def _make_gymnasium_env(env_id: str | Callable[..., Any], env_kwargs: dict[str, Any]) -> gymnasium.Env:
-    """One gymnasium env for the ``sync``/``async`` backends."""
-    if isinstance(env_id, str):
-        route_mujoco_warnings(env_id)
-        return gymnasium.make(env_id, **env_kwargs)
-    env = env_id(**env_kwargs)
-    if not isinstance(env, gymnasium.Env):
-        raise ValueError(
-            f"backend 'sync'/'async': env_id={env_id!r} returned {type(env).__name__}, not a gymnasium.Env"
-        )
-    return env
+    """One gymnasium env for the ``sync``/``async`` backends (PettingZoo envs through their adapter)."""
+    try:
+        return make_gymnasium_env(env_id, **env_kwargs)
+    except ValueError as error:
+        raise ValueError(f"backend 'sync'/'async': {error}") from None
 

@@ -4,8 +4,9 @@ Each trial is one ``fit`` of the base config with the space's ``fixed`` values a
 sampled values set (:mod:`lightning_rl.tuning.space`). Its directory,
 ``<study_dir>/trial_<number>/``, holds that complete ``config.yaml`` (``lightning-rl fit --config``
 re-runs it), ``variant.yaml`` (the sampled values, as a grid variant's) and the run,
-``runs/<group>/<date-time>/``, as a grid's variant directory does; so ``lightning-rl results
-<study_dir>`` reads a study as it reads a grid. Each evaluation (the config's
+``runs/<algo>_<env>/<date-time>/`` (``--trainer.default_root_dir`` is the trial directory), as a
+grid's variant directory does; so ``lightning-rl results <study_dir>`` reads a study as it reads a
+grid, and the paths a trial prints (its checkpoint, ``play it: ...``) exist as printed. Each evaluation (the config's
 :class:`~lightning_rl.callbacks.EvaluationCallback`, added when the config has none) is reported to
 the trial with env steps as the step, and the pruner may stop the trial there
 (:class:`~lightning_rl.tuning.pruning.PruningCallback`). The trial's value is its best (or last,
@@ -40,14 +41,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from lightning_rl.runs import RUN_DIR_ENV, run_group
-from lightning_rl.tuning.pruning import PruningCallback
 from lightning_rl.tuning.space import SearchSpace, apply_overrides, load_space
 
 if TYPE_CHECKING:
     import optuna
     import pytorch_lightning as pl
 
-    from lightning_rl.cli import RLCLI
+    from lightning_rl.lightning_cli import RLCLI
 
 __all__ = ["main", "trial_config", "tune"]
 
@@ -238,6 +238,8 @@ class Objective:
     def __call__(self, trial: optuna.Trial) -> float:
         import optuna
 
+        from lightning_rl.tuning.pruning import PruningCallback
+
         try:
             params = self.space.suggest(trial)
             trial_dir = self.study_dir / f"trial_{trial.number:04d}"
@@ -330,23 +332,26 @@ def check_config(config: dict[str, Any], study_dir: Path) -> dict[str, Any]:
 
 
 def make_cli(args: list[str], callbacks: list[pl.Callback] | None = None) -> RLCLI:
-    """LightningCLI as ``lightning-rl`` builds it (:func:`lightning_rl.cli.main`), run on ``args``,
-    with ``callbacks`` appended to the trainer's (after the config's own)."""
-    from lightning_rl.cli import QUIET_WARNINGS, RLCLI
-    from lightning_rl.cli import make_cli as make_lightning_rl_cli
+    """LightningCLI as ``lightning-rl`` builds it (:func:`lightning_rl.lightning_cli.run`), run on
+    ``args``, with ``callbacks`` appended to the trainer's (after the config's own)."""
+    from lightning_rl.lightning_cli import QUIET_WARNINGS, RLCLI, RLArgumentParser
+    from lightning_rl.lightning_cli import make_cli as make_lightning_rl_cli
 
     RLCLI._argv = list(args)
+    RLCLI._started = None
+    RLArgumentParser.argv = list(args)
+    RLArgumentParser.params_file = None
     with warnings.catch_warnings():
         for message in QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=message)
-        # LightningCLI warns when args differ from sys.argv; here they are meant to (sys.argv is tune's).
-        warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter is intended.*")
         return make_lightning_rl_cli(args, callbacks or ())
 
 
 def fit_in_process(config_path: Path, workdir: Path, callbacks: list[pl.Callback]) -> RLCLI:
-    """``lightning-rl fit --config config_path`` in this process with ``workdir`` as working directory
-    (so the run lands in ``workdir/runs/``), plus ``callbacks``.
+    """``lightning-rl fit`` of the config in ``config_path`` in this process, its run directory under
+    ``workdir/runs/`` (``--trainer.default_root_dir``), plus ``callbacks``. The config is handed over as
+    text, so the run is named after its algorithm and env (``runs/ppo_cartpole/...``), as ``fit
+    --config`` of the base config would name it.
 
     Raises:
         TrialError: If fit exits with an error status (its message went to stderr).
@@ -354,22 +359,21 @@ def fit_in_process(config_path: Path, workdir: Path, callbacks: list[pl.Callback
     """
     from lightning_rl.callbacks.run_directory import RunDirectoryCallback
 
-    previous_dir, previous_run = os.getcwd(), os.environ.get(RUN_DIR_ENV)
-    os.chdir(workdir)
+    previous_run = os.environ.pop(RUN_DIR_ENV, None)
+    args = ["fit", "--config", config_path.read_text(), "--trainer.default_root_dir", str(workdir)]
     try:
-        cli = make_cli(["fit", "--config", str(config_path)], callbacks)
+        cli = make_cli(args, callbacks)
     except SystemExit as exit_:
         if exit_.code == 1:  # Lightning's exit after a second Ctrl-C
             raise KeyboardInterrupt from None
         raise TrialError(f"fit exited with status {exit_.code} (its error is above)") from None
     finally:
-        os.chdir(previous_dir)
         if previous_run is None:
             os.environ.pop(RUN_DIR_ENV, None)
         else:
             os.environ[RUN_DIR_ENV] = previous_run
-    callbacks = cli.trainer.callbacks  # type: ignore[attr-defined]
-    if any(isinstance(c, RunDirectoryCallback) and c.exit_code == 1 for c in callbacks):
+    if any(isinstance(c, RunDirectoryCallback) and c.exit_code == 1
+           for c in cli.trainer.callbacks):  # type: ignore[attr-defined]
         raise KeyboardInterrupt("stopped by Ctrl-C (last.ckpt saved)")
     return cli
 

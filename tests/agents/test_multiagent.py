@@ -8,6 +8,7 @@ import torch
 
 from lightning_rl.agents import SHARED_AGENT_KEY, CategoricalPgAgent, GaussianPgAgent, MultiAgent
 from lightning_rl.data import buffer_from_example
+from lightning_rl.data.namedarraytuple import NamedArrayTupleSchema
 from lightning_rl.envs import COOP_GRID_ID, make_env
 from lightning_rl.samplers import SerialSampler
 from lightning_rl.spaces import FloatBox
@@ -59,7 +60,7 @@ def test_a_template_is_copied_into_independent_sub_agents():
 
 
 def test_parameter_sharing_keeps_one_set_of_parameters():
-    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=True)
+    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=True, agent_id=False)
     spaces = coop_spaces()
     agent.initialize(spaces)
     shared = agent.sub_agent("agent_0")
@@ -78,7 +79,7 @@ def test_parameter_sharing_keeps_one_set_of_parameters():
 
 def test_shared_step_stacks_agents_in_one_forward_pass_with_the_same_results():
     torch.manual_seed(0)
-    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=True)
+    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=True, agent_id=False)
     spaces = coop_spaces()
     agent.initialize(spaces)
     observation, prev_action, prev_reward = inputs(spaces)
@@ -212,3 +213,62 @@ def test_sampler_keeps_one_buffer_field_per_agent(share):
             expected = moves[samples.agent.action.agent_0[t]]
             blocked_or_wall = ~np.all(np.isclose(cell_change, expected), axis=1)
             assert np.all(np.isclose(cell_change[blocked_or_wall], 0))
+
+
+def test_a_shared_policy_tells_alike_agents_apart_by_a_one_hot():
+    torch.manual_seed(0)
+    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(16,)), share_parameters=True)
+    spaces = coop_spaces()
+    agent.initialize(spaces)
+    shared = agent.sub_agent("agent_0")
+    assert shared.env_spaces.observation.shape == (6 + 2,)
+    observation, prev_action, prev_reward = inputs(spaces, same_views=True)
+    values = agent.value(observation, prev_action, prev_reward)
+    for i, name in enumerate(NAMES):
+        onehot = np.zeros((3, 2), dtype=np.float32)
+        onehot[:, i] = 1
+        with_id = np.concatenate([getattr(observation, name), onehot], 1)
+        by_hand = shared.value(with_id, prev_action.agent_0, prev_reward)
+        torch.testing.assert_close(getattr(values, name), by_hand)
+    assert not torch.allclose(values.agent_0, values.agent_1)  # same view, told apart by the one-hot
+
+
+def test_policy_mapping_groups_agents_by_pattern():
+    from lightning_rl.envs import EnvSpaces
+    from lightning_rl.spaces import Composite
+
+    base = coop_spaces()
+    names = ("adversary_0", "agent_0", "agent_1")
+    fields = base.action.spaces[0]
+    action = Composite([fields] * 3, NamedArrayTupleSchema("Act", names), keys=names)
+    observation = Composite([base.observation.spaces[0]] * 3, NamedArrayTupleSchema("Obs", names), keys=names)
+    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(8,)), policy_mapping={"adversary_*": "adv", "agent_*": "good"})
+    agent.initialize(EnvSpaces(observation, action))
+    assert agent.learners() == {"adv": ["adversary_0"], "good": ["agent_0", "agent_1"]}
+    assert agent.sub_agent("agent_1") is agent.sub_agent("agent_0") is not agent.sub_agent("adversary_0")
+    assert agent.onehot_index == {"agent_0": 0, "agent_1": 1}  # only the policy with two agents
+    assert agent.sub_agent("adversary_0").env_spaces.observation.shape == (6,)
+    with pytest.raises(ValueError, match="agent 'agent_0' matches no pattern"):
+        unmapped = MultiAgent(CategoricalPgAgent(), policy_mapping={"adversary_*": "adv"})
+        unmapped.initialize(EnvSpaces(observation, action))
+    with pytest.raises(ValueError, match="policy_mapping"):
+        MultiAgent(CategoricalPgAgent(), share_parameters=True, policy_mapping={"*": "all"})
+
+
+def test_centralised_critic_sees_every_agents_observation():
+    torch.manual_seed(0)
+    agent = MultiAgent(CategoricalPgAgent(hidden_sizes=(8,)), critic="centralized", critic_hidden_sizes=(4,))
+    spaces = coop_spaces()
+    agent.initialize(spaces)
+    assert set(agent.critics) == set(NAMES)  # one critic per policy; CoopGrid has no state(): both views
+    assert agent.critics["agent_1"].model[0].in_features == 12
+    observation, prev_action, prev_reward = inputs(spaces)
+    step = agent.step(observation, prev_action, prev_reward)
+    both = torch.as_tensor(np.concatenate([observation.agent_0, observation.agent_1], 1))
+    for name in NAMES:
+        by_hand = agent.critics[name](both).squeeze(-1)
+        torch.testing.assert_close(getattr(step.agent_info, name).value, by_hand)
+        torch.testing.assert_close(getattr(agent.value(observation, prev_action, prev_reward), name), by_hand)
+    # The critics' parameters train with their policies (one optimizer group per policy).
+    trained = {id(p) for p in agent.parameters_for("model/agent_0")}
+    assert {id(p) for p in agent.critics["agent_0"].parameters()} <= trained

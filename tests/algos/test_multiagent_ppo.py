@@ -213,7 +213,8 @@ def test_observation_statistics_follow_every_agents_observations(share):
     # the fix nothing updated them and the model normalized with mean 0, var 1 for ever.
     pl.seed_everything(0)
     module = MultiAgentPPO(
-        MultiAgent(CategoricalPgAgent(hidden_sizes=[16], normalize_observation=True), share_parameters=share),
+        MultiAgent(CategoricalPgAgent(hidden_sizes=[16], normalize_observation=True), share_parameters=share,
+                   agent_id=False),
         SerialSampler(env_id=COOP_GRID_ID, batch_T=16, batch_B=2),
         total_env_steps=96, log_interval_steps=32, epochs=1, minibatches=1,
     )
@@ -233,3 +234,26 @@ def test_observation_statistics_follow_every_agents_observations(share):
         assert float(rms.count) == pytest.approx(len(data))  # 3 rollouts x 32 steps (x 2 agents if shared)
         np.testing.assert_allclose(rms.mean.double().numpy(), data.mean(0), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(rms.var.double().numpy(), data.var(0), rtol=1e-4, atol=1e-6)
+
+
+def test_centralised_critic_is_what_the_value_loss_trains():
+    pl.seed_everything(0)
+    module = MultiAgentPPO(
+        MultiAgent(CategoricalPgAgent(hidden_sizes=[16]), share_parameters=True, critic="centralized"),
+        SerialSampler(env_id=COOP_GRID_ID, batch_T=16, batch_B=2), agent_rewards_key="agent_rewards",
+        epochs=1, minibatches=1, total_env_steps=32, log_interval_steps=32,
+    )
+    batch = collected_batch(module)
+    data = batch.agent_1
+    # The batch keeps the critic's input: both agents' views side by side (CoopGrid has no state()).
+    samples = module.sampler.samples
+    both = np.concatenate([samples.env.observation.agent_0, samples.env.observation.agent_1], -1)
+    np.testing.assert_array_equal(data.agent_inputs.observation.critic.numpy(), both)
+    _, value = module.agent.evaluate("agent_1", data.agent_inputs)
+    critic_in = torch.cat([data.agent_inputs.observation.critic, torch.tensor([0.0, 1.0]).expand(16, 2, 2)], -1)
+    torch.testing.assert_close(value, module.agent.critics[SHARED_AGENT_KEY](critic_in).squeeze(-1))
+    module.loss(batch, 0.2)["loss"].backward()
+    critic = module.agent.critics[SHARED_AGENT_KEY]
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in critic.parameters())
+    own_value_head = module.agent.sub_agent("agent_0").model.head.value
+    assert all(p.grad is None for p in own_value_head.parameters())  # unused with a centralised critic

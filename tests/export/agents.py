@@ -8,7 +8,7 @@ import torch
 from lightning_rl.agents import CatDqnAgent, CategoricalPgAgent, DqnAgent, GaussianPgAgent, SacAgent, Td3Agent
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.envs.base import EnvSpaces
-from lightning_rl.spaces import FloatBox, IntBox
+from lightning_rl.spaces import Composite, FloatBox, IntBox
 
 VECTOR = FloatBox(-np.inf, np.inf, shape=(5,))
 FRAMES = IntBox(0, 256, shape=(4, 84, 84), dtype=np.uint8)  # Atari's stack of four 84x84 grey frames
@@ -73,3 +73,26 @@ def assert_actions(got: np.ndarray, expected: np.ndarray, discrete: bool) -> Non
 
 AGENTS = ["categorical_pg_mlp", "gaussian_pg_mlp", "dqn_mlp", "c51_mlp", "td3_mlp", "sac_mlp",
           "categorical_pg_atari_cnn", "dqn_atari_cnn"]
+
+
+def zero_action(space, B: int):
+    """``B`` zero actions (named tuples of them for a dict action space), as an episode starts."""
+    if isinstance(space, Composite):
+        return space.NamedTupleCls(*(zero_action(sub, B) for sub in space.spaces))
+    integer = np.issubdtype(np.dtype(space.dtype), np.integer)
+    return np.zeros((B, *space.shape), dtype=np.int64 if integer else np.float32)
+
+
+def agent_rollout(agent: BaseAgent, observations: list, rewards: np.ndarray) -> list:
+    """The agent's own deterministic actions over ``len(observations)`` steps from an episode's
+    start (zero state and previous action), its previous action fed back each step."""
+    agent.eval_mode(0)
+    agent.eval_deterministic = True
+    agent.reset()
+    prev_action = zero_action(agent.env_spaces.action, rewards.shape[1])
+    actions = []
+    for observation, reward in zip(observations, rewards, strict=True):
+        action = agent.step(observation, prev_action, reward).action
+        prev_action = action.numpy() if isinstance(action, torch.Tensor) else action._make(a.numpy() for a in action)
+        actions.append(prev_action)
+    return actions

@@ -13,8 +13,9 @@ import onnxruntime
 import pytest
 import torch
 import yaml
+from gymnasium import spaces
 
-from lightning_rl.agents import CategoricalPgAgent, DqnAgent, R2d1Agent
+from lightning_rl.agents import CategoricalPgAgent, DqnAgent
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.envs.base import EnvSpaces
 from lightning_rl.export import export_agent, policy_of
@@ -64,30 +65,38 @@ def test_observation_normalisation_is_inside_the_graph(tmp_path):
     assert yaml.safe_load((tmp_path / "spaces.yaml").read_text())["policy"]["observation_normalization"] is True
 
 
-@pytest.mark.parametrize(
-    ("agent", "action", "match"),
-    [
-        (lambda: R2d1Agent(hidden_sizes=(8,), lstm_size=8, head_size=8), IntBox(0, 2), "R2d1Agent is recurrent"),
-        (lambda: CategoricalPgAgent(hidden_sizes=(8,), lstm_size=8), IntBox(0, 2), "CategoricalPgAgent is recurrent"),
-        (lambda: CategoricalPgAgent(hidden_sizes=(8,)), IntBox(0, 3, shape=(2,)), "only a Discrete action space"),
-    ],
-)
-def test_unsupported_agents_are_refused_with_the_reason(agent, action, match, tmp_path):
-    built = agent()
-    built.initialize(EnvSpaces(VECTOR, action))
-    with pytest.raises(ValueError, match=match):
-        export_agent(built, tmp_path, ["onnx"])
+def test_an_agent_acting_in_a_dict_action_space_is_refused_with_the_reason(tmp_path):
+    class OwnAgent(BaseAgent):
+        def make_model(self, env_spaces):
+            return torch.nn.Linear(5, 2)
+
+    action = from_gymnasium(spaces.Dict({"steer": spaces.Discrete(3), "speed": spaces.Box(0.0, 1.0, (1,))}))
+    agent = OwnAgent()
+    agent.initialize(EnvSpaces(VECTOR, action))
+    with pytest.raises(ValueError, match="OwnAgent acts in the dict/tuple action space .* returns one action array"):
+        export_agent(agent, tmp_path, ["onnx"])
     assert not list(tmp_path.iterdir())  # refused before writing anything
 
 
-def test_dict_observations_are_refused(tmp_path):
-    from gymnasium import spaces
+class GruModel(torch.nn.Module):
+    """A recurrent network whose state is one GRU tensor, not an LSTM's (h, c)."""
 
-    observation = from_gymnasium(spaces.Dict({"position": spaces.Box(-1.0, 1.0, (2,)), "goal": spaces.Discrete(3)}))
-    agent = CategoricalPgAgent(hidden_sizes=(8,))
-    agent.initialize(EnvSpaces(observation, IntBox(0, 2)))
-    with pytest.raises(ValueError, match="CategoricalPgAgent has dict/tuple observations"):
-        export_agent(agent, tmp_path, ["onnx"])
+    def __init__(self, observation_shape, action_size):
+        super().__init__()
+        self.gru = torch.nn.GRU(observation_shape[0], 4)
+        self.pi = torch.nn.Linear(4, action_size)
+
+    def forward(self, observation, prev_action, prev_reward, init_rnn_state=None):
+        out, h = self.gru(observation.unsqueeze(0), init_rnn_state)
+        return torch.softmax(self.pi(out[0]), -1), out[0, :, 0], h
+
+
+def test_a_recurrent_state_that_is_no_lstm_pair_is_refused_with_the_reason(tmp_path):
+    agent = CategoricalPgAgent(lstm_size=4, model=GruModel)
+    agent.initialize(EnvSpaces(VECTOR, IntBox(0, 2)))
+    with pytest.raises(ValueError, match="GruModel's recurrent state is not an LSTM \\(h, c\\) pair"):
+        export_agent(agent, tmp_path, ["torchscript"])
+    assert not list(tmp_path.iterdir())
 
 
 def test_an_agent_family_without_a_known_deterministic_policy_is_refused():

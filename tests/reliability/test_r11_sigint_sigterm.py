@@ -9,7 +9,8 @@ every signal handler are in place:
 * ``sigint_lightning``: the same callback with ``signals: []``, so Lightning's own handling
   applies: ``KeyboardInterrupt`` wherever the main process is (often waiting on the workers),
   ``on_exception`` hooks, exit status 1;
-* ``sigterm``: Lightning's ``SignalConnector`` stops at the next batch.
+* ``sigterm``: the same callback saves ``last.ckpt`` at the end of the batch and stops, exit
+  status 143 (a scheduler's pre-emption resumes exactly).
 
 Each must exit within 10 s, end its workers before it exits (the sampler was shut down, not
 orphaned), print no ``resource_tracker``/``leaked`` warning and leave ``/dev/shm`` as it was.
@@ -137,10 +138,13 @@ def test_sigint_under_lightnings_own_handling_exits_1(runs):
     assert "Detected KeyboardInterrupt, attempting graceful shutdown" in run["stderr"]
 
 
-def test_sigterm_exits_143(runs):
+def test_sigterm_saves_last_checkpoint_and_exits_143(runs):
     run = runs["sigterm"]
     assert "signalled_at" in run, f"the run ended before its first checkpoint:\n{run['stderr'][-3000:]}"
     assert run["returncode"] == 143, run["stderr"][-3000:]
+    assert "Received SIGTERM: saving" in run["stderr"]
+    checkpoint = torch.load(last_checkpoint(run["cwd"]), weights_only=True, map_location="cpu")
+    assert checkpoint["global_step"] > 0
 
 
 class FailThenHang(pl.Callback):

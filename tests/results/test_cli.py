@@ -104,19 +104,46 @@ def test_train_return_fallback_is_noted(tmp_path, capsys):
     assert "train/return_mean" in err
 
 
-def test_runs_without_the_metric_single_seed_and_different_lengths_are_noted(tmp_path, capsys):
+def test_single_seed_and_different_lengths_are_noted(tmp_path, capsys):
     make_run(tmp_path, {LR: 0.1}, 0, {"eval/return_mean": [(100, 1.0), (200, 3.0)]})
     make_run(tmp_path, {LR: 0.1}, 1, {"eval/return_mean": [(100, 2.0)]})
     make_run(tmp_path, {LR: 0.2}, 0, {"eval/return_mean": [(100, 7.0)]})
-    no_eval = make_run(tmp_path, {LR: 0.2}, 1, {"train/return_mean": [(100, 7.0)]})
     status = main([str(tmp_path)])
     out = capsys.readouterr().out
     assert status == 0
-    assert f"1 run(s) without eval/return_mean left out: {no_eval}" in out
     assert "learning_rate=0.2: a single seed; no confidence interval" in out
     assert "learning_rate=0.1: runs end at different env steps (100 to 200)" in out
     single = next(line for line in out.splitlines() if line.startswith("learning_rate=0.2 ") and "n/a" in line)
     assert single.split() == ["learning_rate=0.2", "1", "7.00", "7.00", "n/a", "(1", "seed)"]
+
+
+def test_every_run_is_shown_falling_back_per_run_and_saying_so(tmp_path, capsys):
+    # Two runs evaluated, one did not (train returns only), one logged neither (a run cut short).
+    make_run(tmp_path, {LR: 0.1}, 0, {"eval/return_mean": [(100, 1.0), (200, 3.0)], "train/return_mean": [(200, 9.0)]})
+    make_run(tmp_path, {LR: 0.1}, 1, {"eval/return_mean": [(100, 5.0)]})
+    no_eval = make_run(tmp_path, {LR: 0.2}, 0, {"train/return_mean": [(100, 4.0), (200, 6.0)]})
+    nothing = make_run(tmp_path, {LR: 0.2}, 1, {"perf/env_steps_per_s": [(100, 1000.0)]})
+    status = main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == "PPO CartPole-v1: eval/return_mean"
+    rows = [line.split() for line in lines[2:6]]
+    # Each run's own last and best value; the evaluated run keeps eval (3.0), not its train return (9.0).
+    assert [r[:6] if "*" in r else r[:4] for r in rows] == [
+        ["learning_rate=0.1", "0", "3.00", "3.00"],
+        ["learning_rate=0.1", "1", "5.00", "5.00"],
+        ["learning_rate=0.2", "0", "6.00", "*", "6.00", "*"],
+        ["learning_rate=0.2", "1", "-", "-"],
+    ]
+    assert f"1 run(s) without eval/return_mean show train/return_mean instead (marked *): {no_eval}" in out
+    assert f"1 run(s) logged no eval/return_mean or train/return_mean (shown with -): {nothing}" in out
+    # The variant of the two lr=0.2 runs aggregates the one value it has: mean 6.
+    aggregate = next(line for line in lines if line.startswith("learning_rate=0.2 ") and "n/a" in line)
+    assert aggregate.split()[:4] == ["learning_rate=0.2", "2", "6.00", "6.00"]
+    status, rows_csv, _ = run_csv(capsys, [str(tmp_path)])
+    assert [r["metric"] for r in rows_csv if r["kind"] == "run"] == [
+        "eval/return_mean", "eval/return_mean", "train/return_mean", ""]
 
 
 def test_one_table_per_algorithm_and_env(tmp_path, capsys):

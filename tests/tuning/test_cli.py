@@ -89,7 +89,8 @@ def test_a_study_runs_fits_records_values_resumes_and_writes_a_best_config_that_
         assert yaml.safe_load((trial_dir / "variant.yaml").read_text()) == {
             LR: t.params[LR], HIDDEN: init["agent"]["init_args"]["hidden_sizes"]}
         # The value is the best eval/return_mean the run logged; every evaluation was reported at its env step.
-        (run_dir,) = (trial_dir / "runs" / f"trial_{t.number:04d}_config").iterdir()
+        # Named after the algorithm and env, as a fit of the base config would be.
+        (run_dir,) = (trial_dir / "runs" / "ppo_cartpole").iterdir()
         evaluations = logged(run_dir, "eval/return_mean")
         assert [s for s, _ in evaluations] == [64, 128, 192, 256]
         assert t.value == pytest.approx(max(v for _, v in evaluations))
@@ -253,3 +254,20 @@ def test_without_optuna_the_command_names_the_extra(monkeypatch, capsys):
     assert exit_.value.code == 2
     assert "lightning-rl tune: error: optuna is not installed: pip install 'lightning-rl[tune]'" in \
         capsys.readouterr().err
+
+
+def test_every_path_a_study_prints_exists(tmp_path, monkeypatch, capsys):
+    # As a person runs it: a study directory relative to the working directory, the progress summary on.
+    monkeypatch.chdir(tmp_path)
+    base = copy.deepcopy(BASE)
+    base["trainer"]["enable_progress_bar"] = True
+    write(tmp_path / "base.yaml", base)
+    write(tmp_path / "space.yaml", SPACE)
+    assert main(["base.yaml", "space.yaml", "--n_trials", "1", "--study_dir", "study", "--pruner", "none"]) == 0
+    out = capsys.readouterr().out
+    prefixes = ("checkpoint: ", "best checkpoint: ", "play it: lightning-rl play ", "best config: ")
+    paths = [line[len(p):].split(" (")[0] for line in out.splitlines() for p in prefixes if line.startswith(p)]
+    assert len(paths) == 4, out  # last.ckpt, best.ckpt, the run directory, best.yaml
+    for path in paths:
+        assert Path(path).exists(), (path, out)
+    assert any(Path(p).name == "best.ckpt" for p in paths)
