@@ -76,6 +76,10 @@ CELLS = {
     "ippo-simple_spread": "configs/ppo/simple_spread.yaml",
     "mappo-simple_adversary": "configs/ppo/simple_adversary.yaml",
     "ippo-simple_adversary": "configs/ppo/simple_adversary.yaml",
+    # The algorithm pages' small cells: A2C and DDPG beside SB3's, C51 alone (SB3 has no C51).
+    "a2c-cartpole": "configs/a2c/cartpole.yaml",
+    "ddpg-pendulum": "configs/ddpg/pendulum.yaml",
+    "c51-cartpole": "configs/categorical_dqn/cartpole.yaml",
 }
 #: Changes a cell makes to its config (dotted keys, as ``--override``).
 CELL_OVERRIDES = {
@@ -206,7 +210,7 @@ def run_sb3(cell: str, seed: int, budget: int) -> Curve:
             return True
 
     name = config["model"]["class_path"].rsplit(".", 1)[-1]
-    if name not in ("PPO", "SAC", "TD3"):
+    if name not in ("PPO", "A2C", "SAC", "TD3", "DDPG"):
         raise ValueError(f"--systems sb3: cell {cell!r} ({name}) has no SB3 counterpart here; run lightning_rl alone")
     B, T = sampler["batch_B"], sampler["batch_T"]
     env = make_vec_env(env_id, n_envs=B, seed=seed)
@@ -228,8 +232,23 @@ def run_sb3(cell: str, seed: int, budget: int) -> Curve:
                                log_std_init=model_args.get("init_log_std", 0.0),
                                ortho_init=model_args.get("orthogonal_init", True)),
         )
+    elif name == "A2C":
+        from stable_baselines3 import A2C
+
+        hidden = list(agent.get("hidden_sizes", [64, 64]))
+        optimizer = algo.get("optimizer") or {}
+        rmsprop = optimizer.get("class_path") == "torch.optim.RMSprop"
+        decay = bool(algo.get("linear_lr_schedule"))
+        model = A2C(
+            "MlpPolicy", env, n_steps=T, learning_rate=_linear(algo["learning_rate"], decay),
+            gamma=algo["discount"], gae_lambda=algo["gae_lambda"], ent_coef=algo["entropy_loss_coeff"],
+            vf_coef=algo["value_loss_coeff"], max_grad_norm=algo["clip_grad_norm"], use_rms_prop=rmsprop,
+            rms_prop_eps=optimizer.get("init_args", {}).get("eps", 1e-5),
+            normalize_advantage=bool(algo.get("normalize_advantage", False)), seed=seed, device="cpu",
+            policy_kwargs=dict(net_arch=dict(pi=hidden, vf=hidden)),
+        )
     else:
-        from stable_baselines3 import SAC, TD3
+        from stable_baselines3 import DDPG, SAC, TD3
         from stable_baselines3.common.noise import NormalActionNoise
 
         common = dict(
@@ -242,6 +261,14 @@ def run_sb3(cell: str, seed: int, budget: int) -> Curve:
             model = SAC("MlpPolicy", env, learning_rate=algo["learning_rate"], ent_coef="auto",
                         policy_kwargs=dict(net_arch=dict(pi=list(agent["hidden_sizes"]),
                                                          qf=list(agent["q_hidden_sizes"]))), **common)
+        elif name == "DDPG":
+            if algo.get("q_learning_rate", algo["learning_rate"]) != algo["learning_rate"]:
+                raise ValueError("SB3's DDPG has one learning rate; the config's q_learning_rate differs")
+            n_actions = env.action_space.shape[0]
+            model = DDPG("MlpPolicy", env, learning_rate=algo["learning_rate"], n_steps=algo.get("n_step_return", 1),
+                         action_noise=NormalActionNoise(np.zeros(n_actions), agent["action_std"] * np.ones(n_actions)),
+                         policy_kwargs=dict(net_arch=dict(pi=list(agent["hidden_sizes"]),
+                                                          qf=list(agent["q_hidden_sizes"]))), **common)
         else:
             n_actions = env.action_space.shape[0]
             model = TD3("MlpPolicy", env, learning_rate=algo["learning_rate"],

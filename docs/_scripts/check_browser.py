@@ -1,8 +1,8 @@
 """Load the built site in headless Chromium as a reader would, offline, and save screenshots.
 
 Serves ``site/`` on 127.0.0.1, opens the home page, Getting started, a concepts page, the PPO
-entry of the API reference and a search for "PPO" in Debian's Chromium (``/usr/bin/chromium``,
-driven by playwright, which downloads no browser), and fails on:
+algorithm page, the PPO entry of the API reference and a search for "PPO" in Debian's Chromium
+(``/usr/bin/chromium``, driven by playwright, which downloads no browser), and fails on:
 
 - a console error or an uncaught exception in a page;
 - any request to a host other than the local server (fonts, scripts, maths or search from a CDN);
@@ -37,6 +37,7 @@ PAGES = [
     ("getting-started", "getting-started/index.html", "article table"),
     ("concepts-batches", "concepts/batches/index.html", "article table"),
     ("concepts-replays", "concepts/replays/index.html", "article table"),
+    ("algorithm-ppo", "algorithms/ppo/index.html", "article img"),
     ("api-ppo", "reference/algos/index.html#lightning_rl.algos.PPO",
      "[id='lightning_rl.algos.PPO'] ~ div .doc-signature"),
     ("benchmarks-learning", "benchmarks/learning/index.html", "article img"),

@@ -40,6 +40,9 @@ def write_api_pages() -> None:
             "      members: false",
             "",
         ]
+        if entry.module == "lightning_rl.algos":
+            lines += ["Each algorithm has a page with its loss as maths, its hyperparameters, shipped configs and",
+                      "measured results: [Algorithms](../algorithms/index.md).", ""]
         if entry.summary_table:
             lines += ["| name | kind |", "|---|---|"]
             lines += [f"| [`{name}`](#{entry.module}.{name}) | {kind} |" for name, kind in entry.kinds.items()]

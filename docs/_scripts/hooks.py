@@ -2,6 +2,9 @@
 
 - A line ``<!-- table: benchmarks/results/measured/NAME.csv -->`` in a page becomes that CSV as a
   Markdown table, so each measured number is written once, in the CSV the figure is drawn from.
+- The algorithm pages' ``<!-- hyperparameters: CLASS -->`` and ``<!-- learning-results: ALGO -->``
+  lines become the class's hyperparameter table and the algorithm's measured learning results
+  (``algorithm_pages.py``).
 - The site's name carries ``lightning_rl.__version__``.
 - Every API page is checked after it is rendered: each public name of its package has an entry
   (an anchor ``lightning_rl.<package>.<name>``), and each class's rendered signature lists every
@@ -26,6 +29,7 @@ from mkdocs.exceptions import PluginError
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).parent))
 
+import algorithm_pages  # noqa: E402
 import api_names  # noqa: E402
 
 TABLE = re.compile(r"^<!-- table: (?P<path>\S+\.csv) -->$", re.MULTILINE)
@@ -61,7 +65,11 @@ def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
             raise PluginError(f"{page.file.src_path}: table {match['path']} does not exist")
         return csv_to_markdown(path)
 
-    return TABLE.sub(replace, markdown)
+    markdown = TABLE.sub(replace, markdown)
+    try:
+        return algorithm_pages.expand(markdown)
+    except algorithm_pages.DirectiveError as error:
+        raise PluginError(f"{page.file.src_path}: {error}") from error
 
 
 def rendered_signature(page_html: str, identifier: str) -> str | None:
