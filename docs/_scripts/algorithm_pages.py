@@ -76,24 +76,34 @@ class Cell:
     walls: dict[str, dict[int, float]]
 
 
+#: The algorithm SB3's runs of a cell are filed under, where it is not ours: PettingZoo's SB3 recipe
+#: trains one shared PPO beside our multi-agent PPOs.
+SB3_COUNTERPART = {"mappo": "ppo", "ippo": "ppo"}
+
+
 def read_cells(algorithm: str, root: Path = ROOT) -> list[Cell]:
-    """Every ``benchmarks/results/<cell>/learning.csv`` of ``algorithm``, at its last env-step point."""
+    """Every ``benchmarks/results/<cell>/learning.csv`` in which lightning_rl ran ``algorithm``, at
+    its last env-step point, with the SB3 runs of the same cell (a ``sb3*`` system running
+    ``algorithm`` or its :data:`SB3_COUNTERPART`) beside it as ``sb3``."""
+    counterpart = SB3_COUNTERPART.get(algorithm, algorithm)
     cells = []
     for path in sorted((root / "benchmarks" / "results").glob("*/learning.csv")):
         with path.open() as fh:
             # Multi-agent reports add a row per agent beside the team's: the team's count.
-            rows = [row for row in csv.DictReader(fh)
-                    if row["algorithm"] == algorithm and row.get("agent", "team") == "team"]
-        if not rows:
+            rows = [row for row in csv.DictReader(fh) if row.get("agent", "team") == "team"]
+        ours = [row for row in rows if row["system"] == "lightning_rl" and row["algorithm"] == algorithm]
+        if not ours:
             continue
-        last = max(int(row["env_steps"]) for row in rows)
+        theirs = [row for row in rows if row["system"].startswith("sb3") and row["algorithm"] == counterpart]
+        last = max(int(row["env_steps"]) for row in ours)
         returns: dict[str, dict[int, float]] = defaultdict(dict)
         walls: dict[str, dict[int, float]] = defaultdict(dict)
-        for row in rows:
+        for row in ours + theirs:
             if int(row["env_steps"]) == last:
-                returns[row["system"]][int(row["seed"])] = float(row["return"])
-                walls[row["system"]][int(row["seed"])] = float(row["wall_seconds"])
-        cells.append(Cell(path.parent.name, rows[0]["env"], last, dict(returns), dict(walls)))
+                system = "sb3" if row["system"].startswith("sb3") else row["system"]
+                returns[system][int(row["seed"])] = float(row["return"])
+                walls[system][int(row["seed"])] = float(row["wall_seconds"])
+        cells.append(Cell(path.parent.name, ours[0]["env"], last, dict(returns), dict(walls)))
     return cells
 
 
@@ -145,8 +155,13 @@ def learning_results(algorithms: str, root: Path = ROOT) -> str:
         row = [cell.env, steps(cell.env_steps), ", ".join(map(str, seeds)), summary(ours) if ours else "-",
                summary(theirs) if theirs else "no run", " / ".join(walls)]
         lines.append("| " + " | ".join([name.upper(), *row] if several else row) + " |")
+    figures: dict[str, list[str]] = defaultdict(list)  # one figure per cell, however many algorithms it holds
     for name, cell in cells:
-        title = f"{name.upper()}, {cell.env}" if several else cell.env
+        figures[cell.name].append(name.upper())
+    for name, cell in cells:
+        if cell.name not in figures:
+            continue
+        title = f"{' and '.join(figures.pop(cell.name))}, {cell.env}" if several else cell.env
         lines += [
             "",
             f"**{title}, {steps(cell.env_steps)} env steps** (`benchmarks/results/{cell.name}/`):",

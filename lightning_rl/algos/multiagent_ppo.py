@@ -1,4 +1,4 @@
-"""Multi-agent PPO with independent learners (IPPO: de Witt et al. 2020, https://arxiv.org/abs/2011.09533).
+"""Multi-agent PPO: independent learners (IPPO: de Witt et al. 2020, https://arxiv.org/abs/2011.09533).
 
 Every agent ``a`` of a multi-agent env (dict action space, one policy per agent through
 :class:`~lightning_rl.agents.MultiAgent`) is trained with PPO's own loss (:meth:`PPO.loss`) on its
@@ -21,8 +21,10 @@ from an ``info`` dict keyed by agent name (``agent_rewards_key``, e.g. ``"agent_
 Batches: the dataset yields each ``[T, B]`` rollout as a ``MultiAgentBatch``, a namedarraytuple
 with one :class:`~lightning_rl.datasets.OnPolicyBatch` per agent name; ``training_step`` runs
 ``epochs`` passes of ``minibatches`` minibatches, each agent's shuffled on its own. Logs
-``train/<agent>/<term>`` for every PPO term of every agent, plus ``train/loss``. Deviations: none
-beyond PPO's; each critic sees what its agent sees (no centralized value function, as in MAPPO).
+``train/<agent>/<term>`` for every PPO term of every agent, plus ``train/loss``. The critic is the
+agent's choice: each policy's own value head on its agent's observation (IPPO, ``critic="local"``)
+or one centralised critic per policy on the env's global state (MAPPO, ``critic="centralized"``,
+Yu et al. 2022, https://arxiv.org/abs/2103.01955); this module's loss is the same for both.
 """
 
 from __future__ import annotations

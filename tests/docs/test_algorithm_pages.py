@@ -39,6 +39,7 @@ PAGE_CLASS = {
     "ddpg.md": "DDPG",
     "td3.md": "TD3",
     "sac.md": "SAC",
+    "mappo.md": "MultiAgentPPO",
 }
 
 #: Defaults worked out from the papers / rlpyt (what each class changes from its base class's).
@@ -52,6 +53,8 @@ HAND_DEFAULTS: dict[str, dict[str, Any]] = {
     "DDPG": {"target_update_tau": 0.01, "learning_rate": 1e-4, "q_learning_rate": 1e-3, "policy_update_interval": 1},
     "TD3": {"batch_size": 100, "target_update_tau": 0.005, "policy_update_interval": 2, "target_update_interval": 2},
     "SAC": {"batch_size": 256, "learning_rate": 3e-4, "target_entropy": "auto", "pretrain_uniform": True},
+    # PPO's defaults, kept; the team reward unless told otherwise.
+    "MultiAgentPPO": {"agent_rewards_key": None, "ratio_clip": 0.1, "epochs": 4, "gae_lambda": 0.98},
 }
 
 
