@@ -6,8 +6,9 @@ The names load on first use (PEP 562): ``from lightning_rl.algos import PPO`` im
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lightning_rl.lazy import lazy_attributes
 
 #: Where each public name lives (module under ``lightning_rl.algos``).
 _MODULES = {
@@ -45,14 +46,4 @@ if TYPE_CHECKING:
     from lightning_rl.algos.td3 import TD3
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(__name__, {name: f"{__name__}.{module}" for name, module in _MODULES.items()})

@@ -9,8 +9,9 @@ submodule does not import the others.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lightning_rl.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from lightning_rl.algos.episode_stats import EpisodeStatsCallback
@@ -40,15 +41,4 @@ __all__ = [
     "summarize_trajectories", "SNAPSHOT_MODES", "RunDirectoryCallback", "UtilizationCallback", "snapshot_callbacks",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

@@ -46,8 +46,9 @@ own at every step. Needs the ``export`` extra (``onnx``,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lightning_rl.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from lightning_rl.export.cli import main
@@ -84,15 +85,4 @@ __all__ = [
     "policy_targets", "reference_actions", "reference_rollout", "resolve_checkpoint",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
