@@ -1,4 +1,4 @@
-"""Sync vs async sampling (issue 19) at the same replay ratio, in one process per run of this script.
+"""Sync vs async sampling at the same replay ratio, in one process per run of this script.
 
 For each case, the shipped config (``configs/<algo>/<env>.yaml``: network, sampler, batch size,
 replay ratio, ``min_steps_learn``), trained to a fixed number of updates without evaluation,

@@ -18,7 +18,7 @@ Adam, gradient-norm clip 10 and a hard target copy every 100 updates in both.
 Replay sample time is the median ``sample_batch(32)`` latency (plus the ``[K]`` stacking our
 dataset does). Both loops run alternately in blocks, so machine load slows them alike.
 
-Target (issue 7): our updates/s within 10% of the plain loop.
+Target: our updates/s within 10% of the plain loop.
 
 Usage::
 

@@ -4,8 +4,8 @@ Both run the same PPO update (same model, same optimizer, same rollout: 8 envs x
 CartPole, 4 epochs x 4 minibatches) on a pre-collected rollout, so env stepping is out of the
 picture and the difference is the framework: Lightning's loop, hooks, logging once per rollout,
 our dataset wrapper and callbacks, logging once per rollout as the CLI does by default
-(``--log_every_n_steps``). Issue targets: overhead under 10% of a training step; 5% with the
-per-rollout logging of issue 17.
+(``--log_every_n_steps``). Targets: overhead under 10% of a training step; 5% with logging
+once per rollout.
 
 By default (``--mode interleaved``) one fit runs both: after every Lightning training step a
 callback runs one step of the plain loop on its own copy of the model, timed apart, so each

@@ -14,7 +14,7 @@ Uniform and prioritized replay share one storage (the composition makes that a s
 with another index sampler), so one fill serves both, and every measurement runs in
 alternating blocks with the others: a busy machine slows them alike and the ratios hold.
 
-Targets (issue 5): Atari frame replay <= 7.2 KB per transition; uniform sampling at batch 32
+Targets: Atari frame replay <= 7.2 KB per transition; uniform sampling at batch 32
 from a full buffer no slower than SB3; prioritized sample + update within 3x of uniform.
 
 Usage::

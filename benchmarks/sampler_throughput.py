@@ -8,7 +8,7 @@ preprocessing) and each batch size ``B``, one table row gives:
 * ``AsyncVec``: ``gymnasium.vector.AsyncVectorEnv`` over ``B`` copies of the same env, with the
   same agent forward pass for all ``B`` envs at every step;
 * one column per sampler (``T x B`` batches, agent acting as in training);
-* issue 20's vector-env backend (``--vector``, Atari Pong and CartPole): ``rawVec`` steps the
+* the vector-env backend (``--vector``, Atari Pong and CartPole): ``rawVec`` steps the
   vector env itself (ale-py's ``AtariVectorEnv`` or gymnasium's ``CartPoleVectorEnv``) with random
   actions, ``rawEnvPool`` EnvPool's (Pong, when ``envpool`` is installed), ``VecRand`` is
   :class:`~lightning_rl.samplers.VectorSampler` with a random agent (no forward pass), ``Vector``
@@ -21,8 +21,8 @@ preprocessing) and each batch size ``B``, one table row gives:
 
 ``--device cuda`` puts the policy on the GPU wherever the main process acts (Serial, Gpu,
 Alternating, the vector columns and AsyncVec; CpuSampler's workers act on their CPU copy, as in
-training) and adds the GPU target's summary line (issue 20: Pong x 16, ``Vector`` / ``VecOvl``
-at least 2x the best existing sampler).
+training) and adds the GPU target's summary line (Pong x 16: ``Vector`` / ``VecOvl`` at
+least 2x the best existing sampler).
 
 Run ``python benchmarks/sampler_throughput.py --quick`` for a short run (B = 2, 8). Numbers on
 a shared or busy machine are noisy; compare columns of one run only, and use ``--rounds 3`` (each
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-async", action="store_true", help="skip the AsyncVectorEnv column")
     parser.add_argument("--rounds", type=int, default=1, help="measure every cell this many times (medians)")
     parser.add_argument("--quick", action="store_true", help="B = 2, 8 and 1.5 s per cell")
-    parser.add_argument("--vector", action="store_true", help="add the vector-env backend columns (issue 20)")
+    parser.add_argument("--vector", action="store_true", help="add the vector-env backend columns")
     parser.add_argument("--device", default="cpu", help="where the main process's policy acts (cpu, cuda)")
     args = parser.parse_args(argv)
     global DEVICE

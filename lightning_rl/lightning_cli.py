@@ -89,7 +89,7 @@ SHUTDOWN_TIMEOUT_S = 30.0
 
 #: Warnings a user of the CLI can do nothing about, each with the reason (all others stay visible).
 QUIET_WARNINGS = (
-    # Lightning's data check: the dataset's __len__ (the prefetch fix, DESIGN.md) and multi-process
+    # Lightning's data check: the datasets' __len__ (it keeps Lightning from fetching ahead) and multi-process
     # loading, which lightning_rl never uses (num_workers=0: workers would copy the sampler).
     r".*Your `IterableDataset` has `__len__` defined.*",
     # Raised inside pytorch_lightning's own code by this torch version's pytree API.
@@ -552,7 +552,7 @@ class RLCLI(LightningCLI):
         return logger
 
     def before_fit(self) -> None:
-        """The ``--ckpt_path last`` rule (reliability row 5) where the config's own checkpoint
+        """The ``--ckpt_path last`` rule (never a silent start from step 0) where the config's own checkpoint
         directory or logger decides it, then :meth:`_check_resume`.
 
         With run directories (the default logger), ``last`` was resolved before anything was built

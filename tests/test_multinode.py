@@ -1,4 +1,4 @@
-"""Multi-node training on Lightning's own multi-node support, tested on one machine (issue 19, item 5).
+"""Multi-node training on Lightning's own multi-node support, tested on one machine.
 
 Two "nodes" of one process each start on localhost with ``torchrun --nnodes 2 --node-rank {0,1}``
 (``python -m torch.distributed.run``, gloo, rendezvous on 127.0.0.1), each in its own working
@@ -14,8 +14,9 @@ under ``--trainer.strategy ddp --trainer.num_nodes 2``. Checked:
 * prioritized replay keeps its priorities per rank: each rank's sum tree holds priorities for its
   own 1,024 transitions at most, and the two trees differ;
 * the checkpoint resumes on a different world size (one process): the documented result for
-  per-rank replays and counters (README, "Under DDP"): the resumed run gets rank 0's replay and rank
-  0's counters, so its global env-step count restarts from one rank's share and a warning says so.
+  per-rank replays and counters (docs/guides/scaling.md, "Resuming on another world size"): the
+  resumed run gets rank 0's replay and rank 0's counters, so its global env-step count restarts
+  from one rank's share and a warning says so.
 
 Every process runs with a hard timeout in its own process group, so a hang fails the test instead
 of hanging CI.
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = str(ROOT / "configs" / "dqn" / "cartpole.yaml")
 SEED = 1  # configs/dqn/cartpole.yaml's seed_everything
 #: 2 ranks x 4 iterations of 256 env steps; 32 updates of batch 64 per iteration from 512 env steps on;
-#: prioritized replay, whose priorities stay per rank (README, "Under DDP").
+#: prioritized replay, whose priorities stay per rank (docs/guides/replay-buffers.md, "Under DDP").
 SMALL = [
     "--model.init_args.total_env_steps", "2048", "--model.init_args.log_interval_steps", "512",
     "--model.init_args.min_steps_learn", "512", "--model.init_args.replay_ratio", "8",

@@ -222,7 +222,7 @@ class PgAgentBase(RecurrentAgentMixin, BaseAgent):
 class CategoricalPgAgent(PgAgentBase):
     """Policy-gradient agent with a categorical policy over discrete actions.
 
-    The action space picks the distribution (issue 22): a scalar ``IntBox`` from 0
+    The action space picks the distribution: a scalar ``IntBox`` from 0
     (``Discrete``) a :class:`~lightning_rl.distributions.Categorical`; a 1-D ``IntBox`` with
     bounds 0 and 2 everywhere (``MultiBinary``) a :class:`~lightning_rl.distributions.Bernoulli`
     per bit; any other 1-D ``IntBox`` (``MultiDiscrete``, with ``start`` offsets) a

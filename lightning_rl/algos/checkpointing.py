@@ -159,7 +159,7 @@ def module_state(module: Any) -> dict[str, Any]:
         state["config"] = module.run_config
     runner = _async_runner(module)
     if runner is not None:
-        # The envs live in the sampler process and start new episodes on resume (row 3): the
+        # The envs live in the sampler process and start new episodes on resume: the
         # counters are stored, the envs' state is not.
         state["async_sampling"] = runner.state_dict()
         state["sampler"] = {"env_steps": state["async_sampling"]["sampler_env_steps"]}
@@ -180,7 +180,7 @@ def save_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
     the side file, the replay's state.
 
     Raises:
-        FloatingPointError: If a weight is NaN or infinite (no checkpoint holds one, row 13).
+        FloatingPointError: If a weight is NaN or infinite (no checkpoint holds one).
     """
     bad = non_finite_keys(checkpoint.get("state_dict", {}))
     if bad:
@@ -201,7 +201,7 @@ def save_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
 def load_module_state(module: Any, checkpoint: dict[str, Any]) -> None:
     """``on_load_checkpoint``: restore :func:`restore_module_state` and the replay; when the envs
     start new episodes instead of continuing, the replay's newest row becomes an episode boundary
-    (reliability row 3).
+    (docs/concepts/checkpoints.md, 'Which envs continue their episodes').
 
     Raises:
         ValueError: If the checkpoint is not lightning_rl's, or is of another run.
@@ -246,7 +246,8 @@ def _world_size(module: Any) -> int:
 
 
 def _warn_world_size_change(module: Any, ours: dict[str, Any]) -> None:
-    """Say what resuming on another number of processes means (README, "Under DDP")."""
+    """Say what resuming on another number of processes means (docs/guides/scaling.md, "Resuming on
+    another world size")."""
     saved, now, env_steps = ours.get("world_size"), _world_size(module), int(module.train_state.env_steps)
     if saved is None or int(saved) == now:
         return
@@ -268,7 +269,7 @@ def restore_module_state(module: Any, ours: dict[str, Any]) -> bool:
 
     Returns:
         Whether the envs continue where they were saved (False: they start new episodes, and an
-        off-policy module must mark the boundary in its replay, reliability row 3).
+        off-policy module must mark the boundary in its replay).
     """
     if "pickled" in ours:
         rank_zero_warn(

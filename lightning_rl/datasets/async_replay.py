@@ -1,4 +1,4 @@
-"""Asynchronous off-policy sampling (rlpyt's ``AsyncRl``; DESIGN.md "Async sampling").
+"""Asynchronous off-policy sampling (rlpyt's ``AsyncRl``; docs/guides/samplers.md, 'Asynchronous sampling').
 
 Processes: the training process keeps Lightning, the agent being trained, the replay's reader and
 an (idle) copy of the sampler for evaluation; one forked **sampler process** builds its own
@@ -21,7 +21,7 @@ Shared memory (all allocated before the fork, nothing large crosses a pipe):
   checkpoint's ``on_save_checkpoint`` until the next item), so a checkpoint sees a replay and
   counters that no batch is half-way through.
 
-Replay ratio (issue 19): the trainer owes ``u(n) = updates_per_iteration * (n - n0 + 1)``
+Replay ratio: the trainer owes ``u(n) = updates_per_iteration * (n - n0 + 1)``
 updates once ``n`` batches are appended (``n0``: the first batch at or past
 ``min_steps_learn``), the same schedule as synchronous mode. The trainer waits until batch ``n``
 is appended before its updates; the sampler *appends* batch ``n + 1`` only once the trainer has
@@ -91,7 +91,7 @@ __all__ = ["AsyncReplayDataset", "AsyncSampling", "SharedParameters", "SharedTra
 #: How far (in batches' worth of updates) the sampler may run ahead of the trainer: below 1 so
 #: that the ratio bound keeps a margin inside +-10 % over ``RATIO_WINDOW`` batches.
 LOOKAHEAD = 0.75
-#: Sampler batches per window of the measured replay ratio (issue 19).
+#: Sampler batches per window of the measured replay ratio.
 RATIO_WINDOW = 10
 #: Longest sleep of a waiting side between looks at the other's counters: the other side wakes it
 #: earlier through a :class:`_Doorbell`; this bounds the rare wake-up that races its check.

@@ -1,11 +1,12 @@
 """On-policy data: one fresh ``[T, B]`` rollout per item, returns and advantages computed once.
 
-The dataset is the only place that knows the on-policy schedule (STYLE.md): every ``next()``
+The dataset is the only place that knows the on-policy schedule: every ``next()``
 syncs the agent's weights to the sampler, collects one batch with them, computes GAE targets
 (bootstrapping through time-limit truncations) and yields an :class:`OnPolicyBatch`. The
 algorithm's ``training_step`` then runs its epochs over :func:`iterate_minibatches` of that
-batch, so a rollout is never collected with stale weights (see "Prefetch trap" in DESIGN.md: the
-dataset has a ``__len__`` so Lightning does not fetch ahead).
+batch, so a rollout is never collected with stale weights: the dataset has a ``__len__``, so
+Lightning does not fetch an item ahead (without a length it prefetches one to find the last, which
+would collect the next rollout before this one's ``training_step`` has updated the weights).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each item of :class:`ReplayDataset` is one sampler iteration: the agent's newest
 published to the sampler, one ``[T, B]`` batch is collected and appended to the replay, and
 ``replay_ratio * T * B / batch_size`` replay batches (fractions carry over between iterations)
 are sampled and stacked along a new leading ``[K]`` dim, so ``training_step`` runs ``K``
-updates from one call (DESIGN.md: Lightning's per-call cost is paid once per K updates). Before
+updates from one call (so Lightning's per-call cost is paid once per K updates). Before
 ``min_steps_learn`` env steps, an item is an empty tuple and ``training_step`` does nothing.
 
 Every replay batch carries its own ``idxs`` and ``is_weights``, so priorities computed in

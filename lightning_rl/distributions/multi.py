@@ -1,4 +1,4 @@
-"""Factorized distributions over vector actions: ``MultiDiscrete`` and ``MultiBinary`` (issue 22).
+"""Factorized distributions over vector actions: ``MultiDiscrete`` and ``MultiBinary``.
 
 Each action dim is drawn independently, so the log-likelihood, entropy and KL of an action
 vector are the sums of the per-dim values (the policy factorizes as ``pi(a|s) = prod_d

@@ -9,7 +9,7 @@ Two conv stacks, as in rlpyt:
 
 Any of ``channels``, ``kernel_sizes``, ``strides``, ``paddings`` overrides the preset's entry.
 Images under 36 pixels a side, which neither preset fits, get
-:data:`~lightning_rl.models.base.SMALL_IMAGE_CONVS` instead (issue 22). With ``channels_last``
+:data:`~lightning_rl.models.base.SMALL_IMAGE_CONVS` instead. With ``channels_last``
 the observations are ``[..., H, W, C]`` images (``image_shape`` in that order), permuted to
 channels-first inside the encoder.
 """

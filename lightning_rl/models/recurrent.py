@@ -33,7 +33,7 @@ class LstmCore(nn.Module):
 
     * an int, discrete (``Discrete``): the one-hot of the index, ``[action_size]``;
     * an int, continuous: the action vector as it is, ``[action_size]``;
-    * a sequence ``nvec`` (``MultiDiscrete``, issue 22): one one-hot per action dim, dim ``d``
+    * a sequence ``nvec`` (``MultiDiscrete``): one one-hot per action dim, dim ``d``
       over ``nvec[d]`` classes, side by side, ``[sum(nvec)]`` (the layout of
       :class:`~lightning_rl.distributions.MultiCategorical`'s probabilities);
     * a sequence of 2s (``MultiBinary``): the bits as floats, ``[len(nvec)]``. A two-class

@@ -11,8 +11,8 @@ for the frame ``j`` steps old) are zeroed, as the env does when it resets its st
 ``C - 1`` oldest rows of a full ring, whose older frames were overwritten, are never replayed.
 
 :class:`FrameReplayStorage` holds an array observation in one ring (Atari);
-:class:`CompositeFrameReplayStorage` holds a dict/tuple observation (a namedtuple of arrays,
-issue 22) with one ring per frame-stacked field and every other field stored as it is.
+:class:`CompositeFrameReplayStorage` holds a dict/tuple observation (a namedtuple of arrays)
+with one ring per frame-stacked field and every other field stored as it is.
 """
 
 from __future__ import annotations

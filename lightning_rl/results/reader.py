@@ -3,7 +3,8 @@
 A *run* is a directory holding ``config.yaml`` (LightningCLI's resolved config) and TensorBoard event files
 (``events.out.tfevents.*``) or a Lightning ``CSVLogger`` file (``metrics.csv``). This covers the run
 directories ``runs/<algo>_<env>/<date-time>/`` of ``lightning-rl fit`` wherever they are, in particular
-inside a grid: ``<grid_dir>/<variant_name>/runs/<group>/<date-time>/`` (the grid contract of issue 18).
+inside a grid: ``<grid_dir>/<variant_name>/runs/<group>/<date-time>/`` (what ``lightning-rl launch`` writes;
+docs/guides/experiments.md, 'Grids').
 
 * Its *variant* is the mapping in the nearest ``variant.yaml`` among the run directory and its ancestors,
   without the seed key ``seed_everything``; without a ``variant.yaml`` it is the run group (the run

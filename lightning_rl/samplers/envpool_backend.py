@@ -1,4 +1,4 @@
-"""EnvPool as a :class:`~lightning_rl.samplers.vector.VectorSampler` backend (issue 20).
+"""EnvPool as a :class:`~lightning_rl.samplers.vector.VectorSampler` backend.
 
 EnvPool steps a pool of copies in C++ threads behind one call. :class:`EnvPoolVectorEnv` gives it
 the gymnasium ``VectorEnv`` calls the sampler makes:

@@ -1,4 +1,4 @@
-"""Errors of the parallel samplers' worker processes (reliability rows 7-9).
+"""Errors of the parallel samplers' worker processes (docs/guides/reliability.md, 'Error types').
 
 Every failure of a worker reaches the main process as a :class:`SamplerWorkerError`, a
 ``RuntimeError``, so code written against the older plain ``RuntimeError`` still catches it:

@@ -1,4 +1,4 @@
-"""The vector-env sampler: one ``gymnasium.vector.VectorEnv`` of ``batch_B`` copies per call (issue 20).
+"""The vector-env sampler: one ``gymnasium.vector.VectorEnv`` of ``batch_B`` copies per call.
 
 Where a vectorised implementation of an env exists (ale-py's ``AtariVectorEnv`` stepping Atari
 games in C++ threads, gymnasium's NumPy ``CartPoleVectorEnv``), one ``step`` call advances all

@@ -18,7 +18,7 @@ Protocol (main process <-> worker ``w``):
   ``inbox`` pipe on ``LOAD_STATE`` (:mod:`lightning_rl.samplers.worker_state`).
 
 The main process never blocks without a timeout: every wait polls the workers' exit codes, the
-queue and the workers' env-call stamps, so within a fraction of a second (reliability rows 7-9)
+queue and the workers' env-call stamps, so within a fraction of a second
 
 * a worker that raises re-raises its exception, of the same type, naming the worker and the env
   and carrying the worker's traceback (:func:`~lightning_rl.samplers.errors.remote_exception`);
@@ -27,7 +27,7 @@ queue and the workers' env-call stamps, so within a fraction of a second (reliab
   :class:`~lightning_rl.samplers.errors.SamplerStepTimeout` (a ``TimeoutError``).
 
 Each of them shuts the workers down first. Workers ignore SIGINT (Ctrl-C is the main process's
-business) and end with their parent (row 10): Linux sends them SIGKILL when the thread that forked
+business) and end with their parent: Linux sends them SIGKILL when the thread that forked
 them exits (``prctl(PR_SET_PDEATHSIG)``); elsewhere, or when forked from another thread than the
 main one, a watchdog thread in each worker exits once the parent is gone.
 """

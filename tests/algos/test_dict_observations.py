@@ -1,4 +1,4 @@
-"""PPO, DQN, R2D1, SAC, DDPG and TD3 learn on a ``Dict``-observation env with their default models (issue 22).
+"""PPO, DQN, R2D1, SAC, DDPG and TD3 learn on a ``Dict``-observation env with their default models.
 
 :class:`tests.toy_envs.DictTargetEnv` shows ``{"target", "noise"}`` with one-step episodes; the
 reward depends on ``"target"`` only, so a policy must read that field through the

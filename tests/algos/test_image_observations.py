@@ -1,4 +1,4 @@
-"""PPO, DQN and SAC learn from a channels-last ``[H, W, C]`` uint8 image observation (issue 22).
+"""PPO, DQN and SAC learn from a channels-last ``[H, W, C]`` uint8 image observation.
 
 :class:`tests.toy_envs.BrightHalfImageEnv` shows an 8x8x3 image with one bright pixel; the
 one-step reward is 1 if the ``Discrete(2)`` action names the half it lies in. The image is too

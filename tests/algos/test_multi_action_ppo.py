@@ -1,4 +1,4 @@
-"""PPO learns with vector discrete actions: ``MultiDiscrete`` and ``MultiBinary`` (issue 22).
+"""PPO learns with vector discrete actions: ``MultiDiscrete`` and ``MultiBinary``.
 
 Both envs are one-step (:mod:`tests.toy_envs`), so the best policy reads its action off the
 observation. The greedy mean reward is measured here on 200 episodes of a separately seeded

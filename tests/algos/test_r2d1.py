@@ -164,9 +164,9 @@ def test_rows_after_an_episode_end_and_truncated_steps_are_masked():
     module = initialized(small_r2d1(warmup_T=2, batch_T=6, n_step_return=1))
     batch = sequence_batch(module, N=2, seed=1)
     done = batch.done.clone()
-    done[2 + 3, 0] = True  # training row 3 of sequence 0 ends its episode (terminated)
+    done[2 + 3, 0] = True  # sequence 0's training row 3 ends its episode (terminated)
     n_steps = batch.n_steps.clone()
-    n_steps[2 + 1, 1] = 0  # training row 1 of sequence 1 was truncated by a time limit
+    n_steps[2 + 1, 1] = 0  # sequence 1's training row 1 was truncated by a time limit
     batch = batch._replace(done=done, n_steps=n_steps, done_n=done.clone())
     terms = module.loss(batch)
     torch.testing.assert_close(terms["valid_fraction"], torch.tensor([4 / 6, 5 / 6]))

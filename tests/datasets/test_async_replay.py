@@ -1,4 +1,4 @@
-"""Async sampling (issue 19): the sampler in its own process, the replay ratio held both ways,
+"""Async sampling: the sampler in its own process, the replay ratio held both ways,
 weights through shared memory, checkpoints that pause it, faults that name it."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def shm_entries() -> set[str]:
 
 
 # The GPU sampler (its action server) and the alternating sampler run on CPU here, with the code
-# a GPU machine runs (issue 19, item 7).
+# a GPU machine runs.
 @pytest.mark.parametrize("sampler_cls", [SerialSampler, CpuSampler, GpuSampler, AlternatingSampler])
 def test_dqn_async_fit_counts_like_sync_and_stops_its_process(sampler_cls):
     before = children()
@@ -275,7 +275,7 @@ def test_checkpoint_pauses_the_sampler_and_resume_continues_counters_replay_and_
     for key, value in stored.items():
         if key != "counters":
             # All rows but the newest as saved; the envs restart on resume, so the newest row
-            # becomes an episode boundary (row 3) and its n-step targets end there.
+            # becomes an episode boundary and its n-step targets end there.
             assert torch.equal(at_start.replay["storage"][key][:-1], value[:-1]), key
     assert bool(at_start.replay["storage"]["samples.done"][-1].all())
     assert bool(at_start.replay["storage"]["samples.truncated"][-1].all())
@@ -375,7 +375,7 @@ def test_async_sampling_needs_a_shared_replay():
 
 @pytest.mark.slow
 def test_dqn_cartpole_async_reaches_the_sync_return_in_no_more_env_steps():
-    """Issue 19's done-when: the shipped DQN CartPole settings, sync and async, seeds 1-3: async
+    """The shipped DQN CartPole settings, sync and async, seeds 1-3: async
     reaches the evaluation mean of 475 in no more env steps on average (one seed alone is a coin
     flip either way), with the replay ratio within 10% over every 10-batch window meanwhile."""
     sync_steps, async_steps = [], []

@@ -1,4 +1,4 @@
-"""CompositeEncoder: one encoder per field of a dict or tuple observation (issue 22)."""
+"""CompositeEncoder: one encoder per field of a dict or tuple observation."""
 
 from __future__ import annotations
 

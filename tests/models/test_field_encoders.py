@@ -1,4 +1,4 @@
-"""Per-field encoder settings (``field_encoders``) and one-hot discrete fields (issue 22).
+"""Per-field encoder settings (``field_encoders``) and one-hot discrete fields.
 
 The space is the one of ``test_composite_encoder``: ``image`` uint8 ``[8, 6, 3]`` (channels
 last), ``nested`` ``{a: Box(2, 2), b: Discrete(5)}``, ``vec`` ``Box(3)``. Sizes are worked out

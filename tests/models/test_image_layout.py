@@ -1,4 +1,4 @@
-"""Single-array image observations: channels order from the space, convs that fit (issue 22)."""
+"""Single-array image observations: channels order from the space, convs that fit."""
 
 from __future__ import annotations
 

@@ -315,7 +315,7 @@ def assert_final_checkpoints_match(full_dir: Path, resumed_dir: Path, part_dir: 
     counters, env state) equal; so are their replay side files (off-policy, ``replay``).
     ``part_dir`` holds the checkpoint the resume started from."""
     full, resumed, part = (torch.load(d / "last.ckpt", weights_only=True) for d in (full_dir, resumed_dir, part_dir))
-    # The envs' state is in it (else a resume starts new episodes, reliability row 3).
+    # The envs' state is in it (else a resume starts new episodes and the replay marks a boundary).
     assert "envs" in part["lightning_rl"]["sampler"], part["lightning_rl"]["sampler"].get("env_state_missing")
     for key in ("state_dict", "loops", "lr_schedulers", "optimizer_states", "global_step", "epoch"):
         assert key in full, key

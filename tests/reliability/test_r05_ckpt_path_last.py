@@ -1,6 +1,6 @@
 """Row 5: ``--ckpt_path last`` never silently starts from step 0.
 
-With run directories (issue 17) a new run can no longer write beside an earlier run's checkpoints:
+With run directories a new run can no longer write beside an earlier run's checkpoints:
 it gets its own ``runs/<algo>_<env>/<date-time>/``. The refusal of a new run into a checkpoint
 directory that holds an earlier run's checkpoints stays for a config that fixes the directory
 (``ModelCheckpoint(dirpath=...)``); the last test checks both rules.

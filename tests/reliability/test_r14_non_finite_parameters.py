@@ -52,7 +52,7 @@ def sac() -> SAC:
     # PPO: one update per epoch; its step blows the weights up and the check after the step sees it.
     (ppo, 1, r"non-finite parameters after update (\d+) .*\['agent\."),
     # SAC: 32 updates per epoch (32 env steps x replay_ratio 16 / batch 16); the update after the
-    # blown-up one has a NaN loss and stops before stepping (the loss check, row 13).
+    # blown-up one has a NaN loss and stops before stepping (the loss check of test_r13_non_finite.py).
     (sac, 32, r"non-finite loss nan at update (\d+) "),
 ])
 def test_a_blown_up_step_stops_training_and_last_ckpt_stays_finite(tmp_path, make, updates_per_epoch, caught_by):

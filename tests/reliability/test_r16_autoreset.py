@@ -4,7 +4,7 @@ The per-env samplers step single envs through :mod:`lightning_rl.samplers.collec
 resets an env itself right after its done step (``ResetCollector``) or at the start of the next
 batch (``WaitResetCollector``); they step no gymnasium vector env
 (:func:`test_only_the_vector_sampler_steps_gymnasium_vector_envs` keeps it so). The one sampler
-that does, :class:`~lightning_rl.samplers.vector.VectorSampler` (issue 20), is checked here over
+that does, :class:`~lightning_rl.samplers.vector.VectorSampler`, is checked here over
 ``SyncVectorEnv`` and ``AsyncVectorEnv`` in both NEXT_STEP and SAME_STEP modes, and must refuse a
 vector env without ``metadata["autoreset_mode"]``.
 

@@ -1,4 +1,4 @@
-"""Frame deduplication per field of dict/tuple observations (issue 22).
+"""Frame deduplication per field of dict/tuple observations.
 
 A ``Dict`` observation ``{"pixels": uint8 [C, H, W] frame stack, "state": float32 vector}`` is
 stored with one frame of ``pixels`` per step and ``state`` as it is; replayed observations keep

@@ -33,7 +33,7 @@ def test_first_observation_keeps_its_older_frames():
     stream = Stream(B=2, frame_stack=4, p_done=0.0, prehistory=3, seed=0)
     replay = ReplayBuffer(stream.example(), size=2 * 10, B=2, frame_stack=4)
     replay.append_samples(stream.batch(3))
-    got = replay.storage.observation(np.array([0, 1]))  # row 0 of envs 0 and 1
+    got = replay.storage.observation(np.array([0, 1]))  # envs 0 and 1 at row 0
     assert (got.reshape(2, 4, -1) != 0).any(axis=2).all()
     np.testing.assert_array_equal(got, stream.obs[0])
 

@@ -1,6 +1,6 @@
 """Builders of run directories with known scalars, for the results tests.
 
-A run directory here is what ``lightning-rl fit`` writes and the grid contract of issue 18 describes:
+A run directory here is what ``lightning-rl fit`` and ``lightning-rl launch`` write:
 ``config.yaml`` (model class path, sampler env id, ``seed_everything``) and TensorBoard event files, inside
 ``<grid>/<variant>/runs/<group>/<date-time>/`` with the variant's ``variant.yaml`` two levels up.
 """

@@ -1,4 +1,4 @@
-"""VectorSampler(backend="envpool") (issue 20): EnvPool behind the gymnasium VectorEnv calls.
+"""VectorSampler(backend="envpool"): EnvPool behind the gymnasium VectorEnv calls.
 
 Expected values come from gymnasium's single envs and from the ``ale`` backend (itself equal to
 AtariEnv frame for frame), never from the EnvPool adapter's own code.

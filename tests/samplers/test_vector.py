@@ -1,4 +1,4 @@
-"""VectorSampler (issue 20): one gymnasium VectorEnv per call gives the serial sampler's batches.
+"""VectorSampler: one gymnasium VectorEnv per call gives the serial sampler's batches.
 
 Expected values come from the serial sampler (single envs stepped one by one, seeded ``seed + b``)
 or from gymnasium stepped directly, never from the vector sampler's own code.
