@@ -154,6 +154,13 @@ def explain(
         class_names: Class names the value of a class-typed key may take (``PPO``, ``DQN``, ...).
     """
     path, owners, rest = _leaves(message)
+    # A union's errors name each subtype without the value, which follows on a line of its own: the
+    # innermost union is the last "Subtypes:" before the first "Expected a", its value the next "Given value:".
+    first_expected = message.find("Expected a <class")
+    subtypes = given = None
+    if first_expected >= 0:
+        subtypes = ([None, *re.finditer(r"Subtypes: \[(.*)\]$", message[:first_expected], flags=re.MULTILINE)])[-1]
+        given = re.compile(r"Given value: (.*)$", flags=re.MULTILINE).search(message, first_expected)
     verbose = "--verbose shows the parser's full message"
     typed = " ".join(a for a in argv if "\n" not in a)  # not a config given as text (--params)
     files = [f for f in config_files if "\n" not in f]
@@ -198,6 +205,12 @@ def explain(
             key = _short_key(path)
             return Explained(f"{shown(key, on_command_line(key))}: expected {short_type(expected.group(1))}, "
                              f"got {expected.group(2)!r}", verbose, key)
+        union = re.fullmatch(r"Expected a (<class '[\w.]+'>)", line)
+        if union and given is not None:  # a union's first subtype, the value given on its own line
+            key = _short_key(path)
+            kinds = short_type(subtypes.group(1) if subtypes else union.group(1))
+            return Explained(f"{shown(key, on_command_line(key))}: expected {kinds}, got {given.group(1)!r}", verbose,
+                             key)
         if line.startswith("Expected a dot import path string:") or "either not accessible or invalid" in line:
             value = line.rsplit(":", 1)[-1].strip() if ":" in line else line.split(" but ", 1)[-1].split(" ")[0]
             key = _short_key(path)

@@ -385,6 +385,9 @@ def test_validate_and_test_without_eval_envs_evaluate_with_defaults_say_so_and_w
     (["--trainer.max_epoch", "3"], "unknown key --trainer.max_epoch; did you mean --trainer.max_epochs?"),
     (["--seed_everythng", "3"], "unknown key --seed_everythng; did you mean --seed_everything?"),
     (["--model.epochs", "many"], "--model.epochs: expected an int, got 'many'"),
+    # Optional values (int | None, float | None): the union's own type and the value given.
+    (["--model.total_env_steps", "abc"], "--model.total_env_steps: expected an int, got 'abc'"),
+    (["--model.value_clip", "xyz"], "--model.value_clip: expected a number, got 'xyz'"),
     (["--model.sampler.backend", "foo"],
      "--model.sampler.backend: expected one of auto, gymnasium, ale, envpool, sync, async, got 'foo'"),
     (["--model.total_env_steps", "-5"], "total_env_steps must be > 0, got -5"),
