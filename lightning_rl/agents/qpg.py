@@ -338,39 +338,22 @@ class Td3Agent(DdpgAgent):
     scale). :meth:`q_at_mu` uses the first critic, as in the paper.
 
     Args:
-        hidden_sizes: Hidden sizes of the mu MLP.
-        q_hidden_sizes: Hidden sizes of each Q MLP.
-        action_std: Exploration noise std (fraction of the half-range).
-        action_noise_clip: Clip of the exploration noise; None for none.
-        pretrain_std: Noise std before ``min_itr_learn``.
+        pretrain_std: Noise std before ``min_itr_learn`` (DDPG's default is None).
         target_noise_std: Target policy smoothing noise std.
         target_noise_clip: Clip of the target smoothing noise.
-        model: The mu network, as in :class:`DdpgAgent`.
-        q_model: The Q network, as in :class:`DdpgAgent`; called once for each of the two
-            critics (independent initializations).
+        **ddpg: :class:`DdpgAgent`'s other arguments (``hidden_sizes``, ``q_hidden_sizes``,
+            ``action_std``, ``action_noise_clip``, ``model``, ``q_model``) with its defaults;
+            ``q_model`` is called once for each of the two critics (independent initializations).
     """
 
     def __init__(
         self,
-        hidden_sizes: tuple[int, ...] = (400, 300),
-        q_hidden_sizes: tuple[int, ...] = (400, 300),
-        action_std: float = 0.1,
-        action_noise_clip: float | None = None,
         pretrain_std: float | None = 0.5,
         target_noise_std: float = 0.2,
         target_noise_clip: float = 0.5,
-        model: ModelFactory | None = None,
-        q_model: ModelFactory | None = None,
+        **ddpg: Any,
     ) -> None:
-        super().__init__(
-            hidden_sizes=hidden_sizes,
-            q_hidden_sizes=q_hidden_sizes,
-            action_std=action_std,
-            action_noise_clip=action_noise_clip,
-            pretrain_std=pretrain_std,
-            model=model,
-            q_model=q_model,
-        )
+        super().__init__(pretrain_std=pretrain_std, **ddpg)
         if not target_noise_std > 0 or not target_noise_clip > 0:
             raise ValueError(
                 f"target_noise_std={target_noise_std} and target_noise_clip={target_noise_clip} must be positive"
