@@ -108,6 +108,15 @@ _CONFIG_OPTIONS = """  -c, --config FILE         a config (configs/<algo>/<env>.
 
 _HELP_ALL = "  -h, --help [all]          this help; --help all: every option (LightningCLI's full reference)"
 
+# The options and overrides of the two commands that evaluate a checkpoint (validate, test).
+_EVALUATE_OPTIONS = f"""options:
+{_CONFIG_OPTIONS}
+  --ckpt_path last|best|FILE  the newest run's last.ckpt / best.ckpt, or a checkpoint file
+  --run_name NAME           with last/best: the run of that name
+{_HELP_ALL}
+
+{_OVERRIDES}"""
+
 COMMAND_HELP: dict[str, str] = {
     "fit": f"""usage: lightning-rl fit --config FILE [overrides] [--ckpt_path last|FILE] [--run_name NAME]
 
@@ -131,26 +140,14 @@ Evaluate a checkpoint on the config's eval envs and print a table of episode ret
 without eval envs is evaluated on 4 envs for 10 episodes (the output says so); choose with
 --model.sampler.eval_n_envs N --model.sampler.eval_max_trajectories K. Writes no files.
 
-options:
-{_CONFIG_OPTIONS}
-  --ckpt_path last|best|FILE  the newest run's last.ckpt / best.ckpt, or a checkpoint file
-  --run_name NAME           with last/best: the run of that name
-{_HELP_ALL}
-
-{_OVERRIDES}
+{_EVALUATE_OPTIONS}
 """,
     "test": f"""usage: lightning-rl test --config FILE --ckpt_path last|best|FILE [overrides]
 
 As validate, on env seeds that neither training nor validate use (held out). A config without eval
 envs is evaluated on 4 envs for 10 episodes (the output says so). Writes no files.
 
-options:
-{_CONFIG_OPTIONS}
-  --ckpt_path last|best|FILE  the newest run's last.ckpt / best.ckpt, or a checkpoint file
-  --run_name NAME           with last/best: the run of that name
-{_HELP_ALL}
-
-{_OVERRIDES}
+{_EVALUATE_OPTIONS}
 """,
     "play": f"""usage: lightning-rl play RUN_DIR|GROUP_DIR|CHECKPOINT [--episodes N] [--video_folder DIR]
        lightning-rl play --config FILE [--ckpt_path FILE] [options]

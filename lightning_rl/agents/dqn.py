@@ -75,12 +75,9 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         hidden_sizes: MLP hidden sizes for vector observations (of each stream if dueling);
             frames use :class:`~lightning_rl.models.AtariDqnModel` and ignore it.
         dueling: Dueling value/advantage head (Wang et al. 2016).
-        eps_init: See :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
-        eps_final: See the mixin.
-        eps_final_min: See the mixin (per-env log-spaced epsilon when set).
-        eps_steps_min: See the mixin (env steps over all ranks; rlpyt's 50k by default).
-        eps_steps_max: See the mixin (env steps over all ranks; rlpyt's 1M by default).
-        eps_eval: See the mixin.
+        **epsilon: The epsilon schedule (``eps_init``, ``eps_final``, ``eps_final_min``,
+            ``eps_steps_min``, ``eps_steps_max``, ``eps_eval``), as in
+            :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
         model: The Q-network, chosen in the config instead of automatically: a callable
             ``model(observation_shape, action_size)`` (frames: ``model(image_shape,
             output_size)``) returning a feed-forward ``nn.Module`` that outputs ``q [..., A]``,
@@ -104,22 +101,10 @@ class DqnAgent(EpsilonGreedyAgentMixin, BaseAgent):
         self,
         hidden_sizes: tuple[int, ...] = (64, 64),
         dueling: bool = False,
-        eps_init: float = 1.0,
-        eps_final: float = 0.01,
-        eps_final_min: float | None = None,
-        eps_steps_min: int = 50_000,
-        eps_steps_max: int = 1_000_000,
-        eps_eval: float = 0.001,
         model: ModelFactory | None = None,
+        **epsilon: Any,
     ) -> None:
-        super().__init__(
-            eps_init=eps_init,
-            eps_final=eps_final,
-            eps_final_min=eps_final_min,
-            eps_steps_min=eps_steps_min,
-            eps_steps_max=eps_steps_max,
-            eps_eval=eps_eval,
-        )
+        super().__init__(**epsilon)
         self.hidden_sizes = tuple(hidden_sizes)
         self.dueling = dueling
         #: The ``model`` argument (``model`` is the built network).
@@ -182,12 +167,9 @@ class CatDqnAgent(DqnAgent):
         n_atoms: Number of atoms.
         V_min: Smallest atom value.
         V_max: Largest atom value.
-        eps_init: See :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
-        eps_final: See the mixin.
-        eps_final_min: See the mixin.
-        eps_steps_min: See the mixin (env steps over all ranks).
-        eps_steps_max: See the mixin (env steps over all ranks).
-        eps_eval: See the mixin.
+        **epsilon: The epsilon schedule (``eps_init``, ``eps_final``, ``eps_final_min``,
+            ``eps_steps_min``, ``eps_steps_max``, ``eps_eval``), as in
+            :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
         model: The network, chosen in the config instead of automatically: a callable
             ``model(observation_shape, action_size)`` (frames: ``model(image_shape,
             output_size)``) returning a feed-forward ``nn.Module`` that outputs probabilities
@@ -211,25 +193,10 @@ class CatDqnAgent(DqnAgent):
         n_atoms: int = 51,
         V_min: float = -10.0,
         V_max: float = 10.0,
-        eps_init: float = 1.0,
-        eps_final: float = 0.01,
-        eps_final_min: float | None = None,
-        eps_steps_min: int = 50_000,
-        eps_steps_max: int = 1_000_000,
-        eps_eval: float = 0.001,
         model: ModelFactory | None = None,
+        **epsilon: Any,
     ) -> None:
-        super().__init__(
-            hidden_sizes=hidden_sizes,
-            dueling=dueling,
-            eps_init=eps_init,
-            eps_final=eps_final,
-            eps_final_min=eps_final_min,
-            eps_steps_min=eps_steps_min,
-            eps_steps_max=eps_steps_max,
-            eps_eval=eps_eval,
-            model=model,
-        )
+        super().__init__(hidden_sizes=hidden_sizes, dueling=dueling, model=model, **epsilon)
         if n_atoms < 2:
             raise ValueError(f"n_atoms={n_atoms} must be at least 2")
         if not V_max > V_min:
@@ -279,12 +246,9 @@ class R2d1Agent(RecurrentAgentMixin, DqnAgent):
         lstm_size: LSTM hidden size.
         head_size: Hidden size of the Q head (of each stream if dueling).
         dueling: Dueling head.
-        eps_init: See :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
-        eps_final: See the mixin.
-        eps_final_min: See the mixin.
-        eps_steps_min: See the mixin (env steps over all ranks).
-        eps_steps_max: See the mixin (env steps over all ranks).
-        eps_eval: See the mixin.
+        **epsilon: The epsilon schedule (``eps_init``, ``eps_final``, ``eps_final_min``,
+            ``eps_steps_min``, ``eps_steps_max``, ``eps_eval``), as in
+            :class:`~lightning_rl.agents.epsilon.EpsilonGreedyAgentMixin`.
         model: The network, chosen in the config instead of automatically: a callable
             ``model(observation_shape, action_size)`` (frames: ``model(image_shape,
             output_size)``) returning a recurrent ``nn.Module`` (its ``forward`` takes
@@ -306,25 +270,10 @@ class R2d1Agent(RecurrentAgentMixin, DqnAgent):
         lstm_size: int = 128,
         head_size: int = 128,
         dueling: bool = False,
-        eps_init: float = 1.0,
-        eps_final: float = 0.01,
-        eps_final_min: float | None = None,
-        eps_steps_min: int = 50_000,
-        eps_steps_max: int = 1_000_000,
-        eps_eval: float = 0.001,
         model: ModelFactory | None = None,
+        **epsilon: Any,
     ) -> None:
-        super().__init__(
-            hidden_sizes=hidden_sizes,
-            dueling=dueling,
-            eps_init=eps_init,
-            eps_final=eps_final,
-            eps_final_min=eps_final_min,
-            eps_steps_min=eps_steps_min,
-            eps_steps_max=eps_steps_max,
-            eps_eval=eps_eval,
-            model=model,
-        )
+        super().__init__(hidden_sizes=hidden_sizes, dueling=dueling, model=model, **epsilon)
         self.lstm_size = int(lstm_size)
         self.head_size = int(head_size)
 

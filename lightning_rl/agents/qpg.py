@@ -73,7 +73,13 @@ class QpgAgentBase(BaseAgent):
     actions uniform in the env's bounds when the algorithm asks for them (``uniform=True``,
     Stable-Baselines3's ``learning_starts``).
 
+    The networks of the agent's own choice (no ``model``/``q_model`` given) are
+    :attr:`policy_model_cls` with ``hidden_sizes`` and :class:`~lightning_rl.models.QofMuMlpModel`
+    critics with ``q_hidden_sizes``.
+
     Args:
+        hidden_sizes: Hidden sizes of the policy MLP.
+        q_hidden_sizes: Hidden sizes of each Q MLP.
         pretrain_std: Noise std before ``min_itr_learn``; None for none.
         model: Builds the policy network from ``(observation_shape, action_size)``; None: the
             subclass's own. Kept as :attr:`model_factory`.
@@ -87,9 +93,13 @@ class QpgAgentBase(BaseAgent):
 
     action_scale: torch.Tensor
     action_bias: torch.Tensor
+    #: The policy network of the agent's own choice, built with ``hidden_sizes``.
+    policy_model_cls: type[nn.Module]
 
     def __init__(
         self,
+        hidden_sizes: tuple[int, ...],
+        q_hidden_sizes: tuple[int, ...],
         pretrain_std: float | None = None,
         model: ModelFactory | None = None,
         q_model: ModelFactory | None = None,
@@ -98,6 +108,8 @@ class QpgAgentBase(BaseAgent):
         if pretrain_std is not None and not pretrain_std > 0:
             raise ValueError(f"pretrain_std={pretrain_std} must be positive or None")
         name = type(self).__name__
+        self.hidden_sizes = tuple(hidden_sizes)
+        self.q_hidden_sizes = tuple(q_hidden_sizes)
         self.model_factory = check_model_factory(model, "model", name)
         self.q_model_factory = check_model_factory(q_model, "q_model", name)
         self.pretrain_std = pretrain_std
@@ -137,15 +149,15 @@ class QpgAgentBase(BaseAgent):
         """Build the Q-networks and all target networks (called by :meth:`finish_initialize`)."""
         raise NotImplementedError(f"{type(self).__name__} must implement make_critics")
 
-    def make_policy_model(self, env_spaces: Any, default: type[nn.Module], **kwargs: Any) -> nn.Module:
-        """The policy network: ``model``'s when given, else ``default(*env args, **kwargs)``.
+    def make_model(self, env_spaces: Any) -> nn.Module:
+        """The policy network: ``model``'s when given, else :attr:`policy_model_cls` with ``hidden_sizes``.
 
         Raises:
             ValueError: If ``model`` builds a recurrent network (not supported here).
         """
         if self.model_factory is not None:
             return self.build_given_model(self.model_factory, env_spaces, "model", recurrent=False)
-        return default(**self.make_env_to_model_kwargs(env_spaces), **kwargs)
+        return self.policy_model_cls(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.hidden_sizes)
 
     def make_q_model(self, env_spaces: Any) -> nn.Module:
         """A fresh critic: ``q_model``'s when given, else the subclass's :meth:`make_default_q_model`.
@@ -158,8 +170,9 @@ class QpgAgentBase(BaseAgent):
         return self.make_default_q_model(env_spaces)
 
     def make_default_q_model(self, env_spaces: Any) -> nn.Module:
-        """A fresh critic of the agent's own choice (:class:`~lightning_rl.models.QofMuMlpModel`)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement make_default_q_model")
+        """A fresh critic of the agent's own choice: :class:`~lightning_rl.models.QofMuMlpModel`
+        with ``q_hidden_sizes``."""
+        return QofMuMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.q_hidden_sizes)
 
     def target_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         """``(target, online)`` network pairs for :meth:`update_target`."""
@@ -231,6 +244,8 @@ class DdpgAgent(QpgAgentBase):
             a given network is recurrent.
     """
 
+    policy_model_cls = MuMlpModel
+
     def __init__(
         self,
         hidden_sizes: tuple[int, ...] = (400, 300),
@@ -241,22 +256,14 @@ class DdpgAgent(QpgAgentBase):
         model: ModelFactory | None = None,
         q_model: ModelFactory | None = None,
     ) -> None:
-        super().__init__(pretrain_std=pretrain_std, model=model, q_model=q_model)
+        super().__init__(hidden_sizes, q_hidden_sizes, pretrain_std=pretrain_std, model=model, q_model=q_model)
         if not action_std > 0:
             raise ValueError(f"action_std={action_std} must be positive")
-        self.hidden_sizes = tuple(hidden_sizes)
-        self.q_hidden_sizes = tuple(q_hidden_sizes)
         self.action_std = action_std
         self.action_noise_clip = action_noise_clip
         self.q_model: nn.Module | None = None
         self.target_model: nn.Module | None = None
         self.target_q_model: nn.Module | None = None
-
-    def make_model(self, env_spaces: Any) -> nn.Module:
-        return self.make_policy_model(env_spaces, MuMlpModel, hidden_sizes=self.hidden_sizes)
-
-    def make_default_q_model(self, env_spaces: Any) -> nn.Module:
-        return QofMuMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.q_hidden_sizes)
 
     def make_distribution(self, env_spaces: Any) -> Gaussian:
         return Gaussian(
@@ -331,39 +338,22 @@ class Td3Agent(DdpgAgent):
     scale). :meth:`q_at_mu` uses the first critic, as in the paper.
 
     Args:
-        hidden_sizes: Hidden sizes of the mu MLP.
-        q_hidden_sizes: Hidden sizes of each Q MLP.
-        action_std: Exploration noise std (fraction of the half-range).
-        action_noise_clip: Clip of the exploration noise; None for none.
-        pretrain_std: Noise std before ``min_itr_learn``.
+        pretrain_std: Noise std before ``min_itr_learn`` (DDPG's default is None).
         target_noise_std: Target policy smoothing noise std.
         target_noise_clip: Clip of the target smoothing noise.
-        model: The mu network, as in :class:`DdpgAgent`.
-        q_model: The Q network, as in :class:`DdpgAgent`; called once for each of the two
-            critics (independent initializations).
+        **ddpg: :class:`DdpgAgent`'s other arguments (``hidden_sizes``, ``q_hidden_sizes``,
+            ``action_std``, ``action_noise_clip``, ``model``, ``q_model``) with its defaults;
+            ``q_model`` is called once for each of the two critics (independent initializations).
     """
 
     def __init__(
         self,
-        hidden_sizes: tuple[int, ...] = (400, 300),
-        q_hidden_sizes: tuple[int, ...] = (400, 300),
-        action_std: float = 0.1,
-        action_noise_clip: float | None = None,
         pretrain_std: float | None = 0.5,
         target_noise_std: float = 0.2,
         target_noise_clip: float = 0.5,
-        model: ModelFactory | None = None,
-        q_model: ModelFactory | None = None,
+        **ddpg: Any,
     ) -> None:
-        super().__init__(
-            hidden_sizes=hidden_sizes,
-            q_hidden_sizes=q_hidden_sizes,
-            action_std=action_std,
-            action_noise_clip=action_noise_clip,
-            pretrain_std=pretrain_std,
-            model=model,
-            q_model=q_model,
-        )
+        super().__init__(pretrain_std=pretrain_std, **ddpg)
         if not target_noise_std > 0 or not target_noise_clip > 0:
             raise ValueError(
                 f"target_noise_std={target_noise_std} and target_noise_clip={target_noise_clip} must be positive"
@@ -446,6 +436,8 @@ class SacAgent(QpgAgentBase):
             a given network is recurrent.
     """
 
+    policy_model_cls = PiMlpModel
+
     def __init__(
         self,
         hidden_sizes: tuple[int, ...] = (256, 256),
@@ -456,23 +448,15 @@ class SacAgent(QpgAgentBase):
         model: ModelFactory | None = None,
         q_model: ModelFactory | None = None,
     ) -> None:
-        super().__init__(pretrain_std=pretrain_std, model=model, q_model=q_model)
+        super().__init__(hidden_sizes, q_hidden_sizes, pretrain_std=pretrain_std, model=model, q_model=q_model)
         if not min_log_std < max_log_std:
             raise ValueError(f"min_log_std={min_log_std} must be below max_log_std={max_log_std}")
-        self.hidden_sizes = tuple(hidden_sizes)
-        self.q_hidden_sizes = tuple(q_hidden_sizes)
         self.min_log_std = min_log_std
         self.max_log_std = max_log_std
         self.q1_model: nn.Module | None = None
         self.q2_model: nn.Module | None = None
         self.target_q1_model: nn.Module | None = None
         self.target_q2_model: nn.Module | None = None
-
-    def make_model(self, env_spaces: Any) -> nn.Module:
-        return self.make_policy_model(env_spaces, PiMlpModel, hidden_sizes=self.hidden_sizes)
-
-    def make_default_q_model(self, env_spaces: Any) -> nn.Module:
-        return QofMuMlpModel(**self.make_env_to_model_kwargs(env_spaces), hidden_sizes=self.q_hidden_sizes)
 
     def make_distribution(self, env_spaces: Any) -> Gaussian:
         return Gaussian(
