@@ -107,31 +107,31 @@ def _short_key(parts: Sequence[str]) -> str:
     return ".".join(p for p in ".".join(parts).split(".") if p not in ("init_args", "class_path", "dict_kwargs"))
 
 
+#: The lines of jsonargparse's nested message that name where the error is: a key, or a class passed on the way.
+_WHERE = (
+    ("path", re.compile(r'Parser key "([^"]+)":\s*(.*)$')),
+    ("owners", re.compile(r"Problem with given class_path '([^']+)':?\s*(.*)$")),
+)
+
+
 def _leaves(message: str) -> tuple[list[str], list[str], list[str]]:
     """The key path (``Parser key`` lines), the class paths passed on the way and the other lines."""
-    path: list[str] = []
-    owners: list[str] = []
-    rest: list[str] = []
+    found: dict[str, list[str]] = {"path": [], "owners": [], "rest": []}
     for raw in message.splitlines():
         line = raw.strip()
         while line.startswith("- "):
             line = line[2:].strip()
         if not line or line.startswith(_NOISE):
             continue
-        key = re.match(r'Parser key "([^"]+)":\s*(.*)$', line)
-        if key:
-            path.append(key.group(1))
-            if key.group(2):
-                rest.append(key.group(2))
-            continue
-        owner = re.match(r"Problem with given class_path '([^']+)':?\s*(.*)$", line)
-        if owner:
-            owners.append(owner.group(1))
-            if owner.group(2):
-                rest.append(owner.group(2))
-            continue
-        rest.append(line)
-    return path, owners, rest
+        for kind, pattern in _WHERE:
+            match = pattern.match(line)
+            if match:
+                found[kind].append(match.group(1))
+                line = match.group(2)  # what follows on the same line, if anything
+                break
+        if line:
+            found["rest"].append(line)
+    return found["path"], found["owners"], found["rest"]
 
 
 def explain(

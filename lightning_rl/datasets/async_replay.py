@@ -70,8 +70,7 @@ from torch import nn
 
 from lightning_rl.agents.base import BaseAgent
 from lightning_rl.data.buffers import np_mp_array
-from lightning_rl.datasets.base import SamplerDataset
-from lightning_rl.datasets.replay import stack_batches
+from lightning_rl.datasets.replay import ReplayRatioDataset, stack_batches
 from lightning_rl.datasets.state import TrainState
 from lightning_rl.samplers.base import check_finite_samples
 from lightning_rl.samplers.errors import SamplerClosedError, SamplerStepTimeout, describe
@@ -633,45 +632,22 @@ def _entry(token: int) -> None:
     controller._child_main(parent_pid)
 
 
-class AsyncReplayDataset(SamplerDataset):
+class AsyncReplayDataset(ReplayRatioDataset):
     """:class:`~lightning_rl.datasets.replay.ReplayDataset`'s items, with the sampler in its own
     process: item ``n`` waits until sampler batch ``n`` is in the replay, then holds the replay
     batches the replay ratio owes for it (same schedule as synchronous mode).
 
     Args:
         runner: The started :class:`AsyncSampling`.
-        sampler: The module's sampler (its ``batch_spec``; it collects nothing here).
-        agent: The agent being trained.
-        replay: The shared replay.
-        state: The module's counters (a :class:`SharedTrainState`): ``itr`` and ``env_steps``
-            count the batches the trainer has taken.
-        iterations_per_epoch: Items per Lightning epoch.
-        batch_size: Transitions (or sequences) per replay batch.
-        replay_ratio: Replayed transitions per collected transition.
-        min_steps_learn: Env steps (this rank) collected before the first update.
-        updates_per_sync: Publish the trained weights every this many updates.
+        args, kwargs: :class:`~lightning_rl.datasets.replay.ReplayRatioDataset`'s: the sampler
+            (its ``batch_spec``; it collects nothing here), the agent, the shared replay, the
+            module's counters (a :class:`SharedTrainState`: ``itr`` and ``env_steps`` count the
+            batches the trainer has taken) and the replay-ratio schedule.
     """
 
-    def __init__(
-        self,
-        runner: AsyncSampling,
-        sampler: Any,
-        agent: BaseAgent,
-        replay: Any,
-        state: TrainState,
-        iterations_per_epoch: int,
-        batch_size: int,
-        replay_ratio: float,
-        min_steps_learn: int,
-        updates_per_sync: int = 1,
-    ) -> None:
-        super().__init__(sampler, agent, state, iterations_per_epoch)
+    def __init__(self, runner: AsyncSampling, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.runner = runner
-        self.replay = replay
-        self.batch_size = batch_size
-        self.updates_per_iteration = replay_ratio * sampler.batch_spec.size / batch_size
-        self.min_steps_learn = min_steps_learn
-        self.updates_per_sync = updates_per_sync
         self._busy: tuple[float, int] | None = None  # (time, updates) when the last wait ended
 
     def collect(self) -> Any:

@@ -24,12 +24,12 @@ from lightning_rl.datasets.base import SamplerDataset
 from lightning_rl.datasets.state import TrainState
 
 
-class ReplayDataset(SamplerDataset):
-    """Collects with the current agent into a replay and yields stacked replay batches.
+class ReplayRatioDataset(SamplerDataset):
+    """What the replay datasets share: a replay, trained on at a replay ratio.
 
     Args:
-        sampler: An initialized sampler.
-        agent: The agent the sampler acts with.
+        sampler: The module's sampler (its ``batch_spec``).
+        agent: The agent being trained.
         replay: A replay buffer (``append_samples``, ``sample_batch``).
         state: Counters shared with the LightningModule (checkpointed there).
         iterations_per_epoch: Sampler iterations per Lightning epoch (``__len__``).
@@ -37,7 +37,6 @@ class ReplayDataset(SamplerDataset):
         replay_ratio: Replayed transitions per collected transition (rlpyt's ``replay_ratio``);
             ``batch_size * K / (T * B)`` on average.
         min_steps_learn: Env steps (this rank) collected before the first update.
-        samples_to_buffer: Turns the sampler's ``Samples`` ``[T, B]`` into what the replay stores.
         updates_per_sync: Publish the trained weights to the sampler every this many updates.
     """
 
@@ -51,7 +50,6 @@ class ReplayDataset(SamplerDataset):
         batch_size: int,
         replay_ratio: float,
         min_steps_learn: int,
-        samples_to_buffer: Callable[[Any], Any],
         updates_per_sync: int = 1,
     ) -> None:
         super().__init__(sampler, agent, state, iterations_per_epoch)
@@ -59,8 +57,20 @@ class ReplayDataset(SamplerDataset):
         self.batch_size = batch_size
         self.updates_per_iteration = replay_ratio * sampler.batch_spec.size / batch_size
         self.min_steps_learn = min_steps_learn
-        self.samples_to_buffer = samples_to_buffer
         self.updates_per_sync = updates_per_sync
+
+
+class ReplayDataset(ReplayRatioDataset):
+    """Collects with the current agent into a replay and yields stacked replay batches.
+
+    Args:
+        samples_to_buffer: Turns the sampler's ``Samples`` ``[T, B]`` into what the replay stores
+            (by keyword); the other arguments are :class:`ReplayRatioDataset`'s.
+    """
+
+    def __init__(self, *args: Any, samples_to_buffer: Callable[[Any], Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.samples_to_buffer = samples_to_buffer
 
     def collect(self) -> Any:
         """One sampler iteration into the replay, then this iteration's replay batches."""

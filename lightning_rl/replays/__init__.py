@@ -5,6 +5,7 @@ Use :class:`ReplayBuffer`; the parts are public for algorithms that need somethi
 
 from lightning_rl.replays.buffer import ReplayBuffer
 from lightning_rl.replays.frames import CompositeFrameReplayStorage, FrameReplayStorage, FrameRing
+from lightning_rl.replays.index import ReplayIndex
 from lightning_rl.replays.n_step import SamplesFromReplay, compute_n_step_targets, extract_transitions
 from lightning_rl.replays.prioritized import PrioritizedIndex
 from lightning_rl.replays.sequence import SequenceSamplesFromReplay, extract_sequence_batch
@@ -20,6 +21,7 @@ __all__ = [
     "PrioritizedIndex",
     "RWLock",
     "ReplayBuffer",
+    "ReplayIndex",
     "ReplayStorage",
     "SamplesFromReplay",
     "SequenceSamplesFromReplay",

@@ -21,21 +21,19 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from lightning_rl.replays.storage import ReplayStorage
+from lightning_rl.replays.index import ReplayIndex
 from lightning_rl.replays.sum_tree import SumTree
 
 __all__ = ["PrioritizedIndex"]
 
 
-class PrioritizedIndex:
+class PrioritizedIndex(ReplayIndex):
     """Draws start slots in proportion to ``priority^alpha`` from a sum tree.
 
+    ``storage``, ``min_age``, ``interval``, ``exclude_truncated`` (truncated steps get priority 0)
+    and ``rng`` are :class:`~lightning_rl.replays.index.ReplayIndex`'s, by keyword.
+
     Args:
-        storage: The storage sampled from.
-        min_age: Minimum age of a start row (``span - 1 + n_step_return``).
-        interval: Start rows are multiples of this (sequence replays: the RNN-state interval).
-        exclude_truncated: Give truncated steps priority 0 (transition replays).
-        rng: Random generator.
         alpha: Priority exponent (0: uniform).
         beta: Initial importance-sampling exponent.
         beta_final: ``β`` after annealing.
@@ -51,11 +49,7 @@ class PrioritizedIndex:
 
     def __init__(
         self,
-        storage: ReplayStorage,
-        min_age: int,
-        interval: int = 1,
-        exclude_truncated: bool = False,
-        rng: np.random.Generator | None = None,
+        *,
         alpha: float = 0.6,
         beta: float = 0.4,
         beta_final: float = 1.0,
@@ -64,12 +58,9 @@ class PrioritizedIndex:
         stratified: bool = False,
         eta: float = 0.9,
         branching: int = 16,
+        **index_kwargs: Any,
     ) -> None:
-        self.storage = storage
-        self.min_age = int(min_age)
-        self.interval = int(interval)
-        self.exclude_truncated = exclude_truncated and storage.truncated is not None
-        self.rng = rng if rng is not None else np.random.default_rng()
+        super().__init__(**index_kwargs)
         self.alpha = float(alpha)
         self.beta_init = float(beta)
         self.beta_final = float(beta_final)
@@ -77,7 +68,7 @@ class PrioritizedIndex:
         self.default_priority = float(default_priority)
         self.stratified = stratified
         self.eta = float(eta)
-        self.tree = SumTree((storage.T // self.interval) * storage.B, branching, shared=storage.shared)
+        self.tree = SumTree((self.storage.T // self.interval) * self.storage.B, branching, shared=self.storage.shared)
         self.sample_calls = 0
         self._beta_set: float | None = None
 

@@ -14,40 +14,18 @@ from typing import Any, Literal
 
 import numpy as np
 
-from lightning_rl.replays.storage import ReplayStorage
+from lightning_rl.replays.index import ReplayIndex
 
 __all__ = ["UniformIndex"]
 
 _MAX_REDRAWS = 64
 
 
-class UniformIndex:
-    """Draws start slots uniformly at random among the valid ones.
-
-    Args:
-        storage: The storage sampled from.
-        min_age: Minimum age of a start row (``span - 1 + n_step_return``).
-        interval: Start rows are multiples of this.
-        exclude_truncated: Never draw a row whose own step was truncated (``truncated``), which has
-            no stored next state (used by transition replays).
-        rng: Random generator (shared with the replay that owns this index).
-    """
+class UniformIndex(ReplayIndex):
+    """Draws start slots uniformly at random among the valid ones (the arguments are
+    :class:`~lightning_rl.replays.index.ReplayIndex`'s)."""
 
     prioritized: Literal[False] = False
-
-    def __init__(
-        self,
-        storage: ReplayStorage,
-        min_age: int,
-        interval: int = 1,
-        exclude_truncated: bool = False,
-        rng: np.random.Generator | None = None,
-    ) -> None:
-        self.storage = storage
-        self.min_age = int(min_age)
-        self.interval = int(interval)
-        self.exclude_truncated = exclude_truncated and storage.truncated is not None
-        self.rng = rng if rng is not None else np.random.default_rng()
 
     def _aligned_range(self) -> tuple[int, int]:
         # First start row (unwrapped) and number of interval-aligned rows in the valid age range.

@@ -358,18 +358,13 @@ class WaitResetCollector(ResetCollector):
     ``CpuWaitResetCollector``).
     """
 
-    def __init__(
-        self,
-        envs: Sequence[Any],
-        step_buffer: StepBuffer,
-        samples: Samples | None,
-        traj_info_factory: Callable[[], Any],
-    ) -> None:
-        super().__init__(envs, step_buffer, samples, traj_info_factory)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """:class:`ResetCollector`'s arguments; adds which envs wait and their next observations."""
+        super().__init__(*args, **kwargs)
         n = len(self.envs)
         self.waiting = np.zeros(n, dtype=bool)
         self.need_reset = np.zeros(n, dtype=bool)
-        self.next_observation = zeros_like_buffer(step_buffer.observation)
+        self.next_observation = zeros_like_buffer(self.step_buffer.observation)
 
     def start_envs(self, max_decorrelation_steps: int = 0, rngs: Sequence[np.random.Generator] | None = None) -> None:
         super().start_envs(max_decorrelation_steps, rngs)

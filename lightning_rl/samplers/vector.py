@@ -510,7 +510,8 @@ class VectorSampler(BaseSampler):
     also a :class:`~lightning_rl.samplers.errors.SamplerWorkerError`, naming the backend and the
     call, and the sampler is shut down.
 
-    The arguments not listed under Args are :class:`~lightning_rl.samplers.base.BaseSampler`'s;
+    ``sampler_kwargs`` are :class:`~lightning_rl.samplers.base.BaseSampler`'s arguments (``batch_T``,
+    ``batch_B``, ``env_kwargs``, the eval settings, ...), by keyword;
     with the ``ale`` and ``envpool`` backends ``n_workers`` is the number of emulator threads
     (default: the library's, one per env up to the CPU count; with ``overlap``, per half, default
     ``max(1, (CPUs - 1) // 2)``). ``collector`` must be ``"reset"`` (copies of a vector env cannot
@@ -539,30 +540,14 @@ class VectorSampler(BaseSampler):
     def __init__(
         self,
         env_id: str | Callable[..., Any],
-        env_kwargs: dict[str, Any] | None = None,
-        batch_T: int = 128,
-        batch_B: int = 8,
-        max_decorrelation_steps: int = 0,
-        eval_n_envs: int = 0,
-        eval_max_steps: int | None = None,
-        eval_max_trajectories: int | None = None,
-        eval_env_kwargs: dict[str, Any] | None = None,
-        traj_info_cls: type[TrajInfo] | None = None,
-        collector: Literal["reset", "wait_reset"] = "reset",
-        n_workers: int | None = None,
-        cpu_affinity: list[int] | None = None,
-        check_finite: bool = True,
-        check_env: bool = True,
-        step_timeout: float | None = None,
+        *,
         backend: Literal["auto", "gymnasium", "ale", "envpool", "sync", "async"] = "gymnasium",
         autoreset_mode: Literal["next_step", "same_step"] | None = None,
         overlap: bool = False,
+        **sampler_kwargs: Any,
     ) -> None:
-        super().__init__(
-            env_id, env_kwargs, batch_T, batch_B, max_decorrelation_steps, eval_n_envs, eval_max_steps,
-            eval_max_trajectories, eval_env_kwargs, traj_info_cls, collector, n_workers, cpu_affinity,
-            check_finite, check_env, step_timeout,
-        )
+        super().__init__(env_id, **sampler_kwargs)
+        collector = self.collector
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got backend={backend!r}")
         if backend == "auto":
@@ -602,8 +587,8 @@ class VectorSampler(BaseSampler):
                 ale_vector_kwargs(env_id if isinstance(env_id, str) else "", self.eval_env_kwargs)
         if overlap and backend != "ale":
             raise ValueError(f"overlap=True needs backend='ale' (a vector env with send/recv), got backend={backend!r}")
-        if overlap and batch_B % 2:
-            raise ValueError(f"overlap=True: batch_B={batch_B} must be even (two halves take turns)")
+        if overlap and self.batch_spec.B % 2:
+            raise ValueError(f"overlap=True: batch_B={self.batch_spec.B} must be even (two halves take turns)")
         self.backend = backend
         self.autoreset_mode = autoreset_mode
         self.overlap = bool(overlap)

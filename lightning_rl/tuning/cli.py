@@ -35,6 +35,7 @@ import math
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -403,6 +404,15 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         )
 
 
+def _by_name(option: str, value: Any, factories: dict[str, Callable[[], Any]]) -> Any:
+    """``value`` itself, or for a name the object its factory builds; another name raises ``ValueError``."""
+    if not isinstance(value, str):
+        return value
+    if value not in factories:
+        raise ValueError(f"{option} must be {' or '.join(factories)}, got {value!r}")
+    return factories[value]()
+
+
 def make_sampler(sampler: str | optuna.samplers.BaseSampler, seed: int | None,
                  n_startup_trials: int) -> optuna.samplers.BaseSampler:
     """``"tpe"`` (random for the first ``n_startup_trials``), ``"random"``, or ``sampler`` itself.
@@ -412,13 +422,10 @@ def make_sampler(sampler: str | optuna.samplers.BaseSampler, seed: int | None,
     """
     import optuna
 
-    if not isinstance(sampler, str):
-        return sampler
-    if sampler == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials)
-    if sampler == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    raise ValueError(f"--sampler must be tpe or random, got {sampler!r}")
+    return _by_name("--sampler", sampler, {
+        "tpe": lambda: optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials),
+        "random": lambda: optuna.samplers.RandomSampler(seed=seed),
+    })
 
 
 def make_pruner(pruner: str | optuna.pruners.BasePruner, n_startup_trials: int,
@@ -431,13 +438,10 @@ def make_pruner(pruner: str | optuna.pruners.BasePruner, n_startup_trials: int,
     """
     import optuna
 
-    if not isinstance(pruner, str):
-        return pruner
-    if pruner == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=n_startup_trials, n_warmup_steps=n_warmup_steps)
-    if pruner == "none":
-        return optuna.pruners.NopPruner()
-    raise ValueError(f"--pruner must be median or none, got {pruner!r}")
+    return _by_name("--pruner", pruner, {
+        "median": lambda: optuna.pruners.MedianPruner(n_startup_trials=n_startup_trials, n_warmup_steps=n_warmup_steps),
+        "none": optuna.pruners.NopPruner,
+    })
 
 
 def counted_trials(study: optuna.Study) -> int:

@@ -271,3 +271,18 @@ def test_every_path_a_study_prints_exists(tmp_path, monkeypatch, capsys):
     for path in paths:
         assert Path(path).exists(), (path, out)
     assert any(Path(p).name == "best.ckpt" for p in paths)
+
+
+def test_samplers_and_pruners_by_name_or_as_objects():
+    tpe = tune_cli.make_sampler("tpe", 3, n_startup_trials=7)
+    assert isinstance(tpe, optuna.samplers.TPESampler) and tpe._n_startup_trials == 7
+    assert isinstance(tune_cli.make_sampler("random", 3, 7), optuna.samplers.RandomSampler)
+    given = optuna.samplers.RandomSampler(seed=1)
+    assert tune_cli.make_sampler(given, 3, 7) is given
+    median = tune_cli.make_pruner("median", n_startup_trials=2, n_warmup_steps=5)
+    assert isinstance(median, optuna.pruners.MedianPruner) and median._n_warmup_steps == 5
+    assert isinstance(tune_cli.make_pruner("none", 2, 5), optuna.pruners.NopPruner)
+    with pytest.raises(ValueError, match=r"^--sampler must be tpe or random, got 'grid'$"):
+        tune_cli.make_sampler("grid", 3, 7)
+    with pytest.raises(ValueError, match=r"^--pruner must be median or none, got 'hyperband'$"):
+        tune_cli.make_pruner("hyperband", 2, 5)
