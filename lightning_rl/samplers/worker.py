@@ -81,7 +81,7 @@ from lightning_rl.samplers.errors import (
     remote_exception,
 )
 from lightning_rl.samplers.serial import make_collector
-from lightning_rl.samplers.worker_state import load_worker_state, worker_state
+from lightning_rl.samplers.worker_state import load_worker_state, state_from_bytes, state_to_bytes, worker_state
 
 __all__ = ["ParallelSamplerBase", "WorkerPool", "WorkerSpec"]
 
@@ -217,6 +217,9 @@ class WorkerPool:
             except queue_module.Empty:
                 self.check()
                 continue
+            except (EOFError, OSError) as error:  # a worker died while its report was being read
+                self.check()
+                raise RuntimeError(f"sampler: a worker's report could not be read ({error!r})") from error
             if msg[0] == "error":
                 self._raise_error(msg)
             return msg
@@ -569,7 +572,7 @@ class ParallelSamplerBase(BaseSampler):
             return state
         self._begin("state_dict")
         self.pool.command(SAVE_STATE)
-        workers = self.pool.gather("state")
+        workers = [state_from_bytes(payload) for payload in self.pool.gather("state")]
         self._busy = False
         missing = sorted({name for w in workers for name in w.get("missing", [])})
         if missing:
@@ -603,7 +606,7 @@ class ParallelSamplerBase(BaseSampler):
         self._begin("load_state_dict")
         self.pool.command(LOAD_STATE)
         for w, payload in enumerate(workers):
-            self._sync.inbox[w].put(payload)
+            self._sync.inbox[w].put(state_to_bytes(payload))
         self.pool.gather("loaded")
         self._busy = False
 
@@ -881,9 +884,11 @@ class _Worker:
                     self._evaluate_served()
                 sync.queue.put(("eval_done", w, None))
             elif command == SAVE_STATE:
-                sync.queue.put(("state", w, worker_state(self)))
+                # As bytes: the queue's pickler would pass tensors as shared-memory handles that the
+                # main process can open only while this worker lives.
+                sync.queue.put(("state", w, state_to_bytes(worker_state(self))))
             elif command == LOAD_STATE:
-                load_worker_state(self, sync.inbox[w].get())
+                load_worker_state(self, state_from_bytes(sync.inbox[w].get()))
                 sync.queue.put(("loaded", w, None))
 
     def _wait(self, sem: Any) -> None:

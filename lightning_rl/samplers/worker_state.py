@@ -12,6 +12,7 @@ every episode exactly, as the serial sampler's does.
 
 from __future__ import annotations
 
+import io
 import random
 from typing import Any
 
@@ -20,7 +21,7 @@ import torch
 
 from lightning_rl.safe_state import decode, encode, env_state, load_env_state
 
-__all__ = ["load_worker_state", "worker_state"]
+__all__ = ["load_worker_state", "state_from_bytes", "state_to_bytes", "worker_state"]
 
 
 def worker_state(worker: Any) -> dict[str, Any]:
@@ -70,3 +71,17 @@ def load_worker_state(worker: Any, state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch_rng"])
     if state.get("agent") is not None and worker.agent is not None:
         worker.agent.set_extra_state(decode(state["agent"]))
+
+
+def state_to_bytes(state: dict[str, Any]) -> bytes:
+    """:func:`worker_state` as ``torch.save`` bytes, to cross a process boundary as a copy (a queue's
+    pickler would send tensors as shared-memory handles, readable only while the sender lives)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def state_from_bytes(data: bytes) -> dict[str, Any]:
+    """:func:`state_to_bytes` read back, with ``torch.load``'s ``weights_only`` loader (a worker's
+    state is checkpoint data)."""
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
