@@ -4,7 +4,7 @@ Consecutive observations of a frame-stacking env (Atari: ``C = 4`` frames of 84x
 oldest first, newest last) share ``C - 1`` frames, so storing whole stacks wastes ``C``-fold
 memory. A :class:`FrameRing` keeps only the newest frame of each step, ``frames[t + C - 1, b] =
 observation[t, b, -1]``, in a ``[T + C - 1, B, H, W]`` array whose first ``C - 1`` rows hold the
-frames before row 0: on the first append the older frames of the first observation, after every
+frames before the first stored step: on the first append the older frames of the first observation, after every
 wrap a copy of the last ``C - 1`` rows. The stack of row ``t`` is then ``frames[t : t + C, b]``
 without wrapping. Frames from before an episode start (a ``done`` in rows ``t - j .. t - 1``
 for the frame ``j`` steps old) are zeroed, as the env does when it resets its stack, and the
@@ -71,7 +71,7 @@ class FrameRing:
             T_in: Rows written.
             parts: ``(ring slice, samples slice)`` pairs, two when the write wraps.
             before: Rows written before this append (0: the first append, whose first stack
-                brings the older frames of row 0).
+                brings the older frames of the first stored step).
         """
         fm1 = self.frame_stack - 1
         if before == 0 and fm1 > 0:
