@@ -115,6 +115,7 @@ class RLModule(CheckpointLoading, pl.LightningModule):
         self._sampler_ready = False
         self._direct = False
         self._finite_tensors: list[torch.Tensor] | None = None
+        self._finite_at_updates: int | None = None  # train_state.updates when last checked
         #: The model's config as plain data (``{class_path, init_args}``), set by the CLI and saved in
         #: checkpoints, so that :meth:`load_from_checkpoint` needs nothing but the path.
         self.run_config: dict[str, Any] | None = None
@@ -363,8 +364,14 @@ class RLModule(CheckpointLoading, pl.LightningModule):
 
     def check_finite_parameters(self) -> None:
         """Raise ``FloatingPointError`` naming the parameters that hold a NaN or an infinity, after
-        every training step (:func:`~lightning_rl.algos.optim.check_finite_parameters`)."""
+        every training step that updated them (:func:`~lightning_rl.algos.optim.check_finite_parameters`).
+        Parameters change only in updates: after the first iteration, one without an update (the
+        random steps before an off-policy algorithm starts learning) has nothing new to check."""
+        updates = self.train_state.updates
+        if updates == self._finite_at_updates:
+            return
         check_finite_parameters(self, self._finite_tensors or self.float_parameters())
+        self._finite_at_updates = updates
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         save_module_state(self, checkpoint)

@@ -79,3 +79,27 @@ def test_a_checkpoint_due_in_the_blown_up_step_is_refused(tmp_path):
         make_trainer(max_epochs=10, callbacks=[checkpoint, BlowUp(at=2)]).fit(ppo())
     assert torch.load(tmp_path / "last.ckpt", weights_only=True)["lightning_rl"]["train_state"]["updates"] == 2
     assert all(finite(path) for path in tmp_path.glob("*.ckpt"))
+
+
+def test_the_parameters_are_checked_after_each_iteration_that_updated_them(monkeypatch):
+    # 32 env steps per iteration and min_steps_learn=96: iterations 1 and 2 only collect (random
+    # actions, no update, the weights unchanged); from iteration 3, which reaches 96, each updates.
+    import lightning_rl.algos.base as base
+
+    checked_at: list[tuple[int, int]] = []
+    real = base.check_finite_parameters
+
+    def counting(module, tensors):
+        checked_at.append((module.train_state.itr, module.train_state.updates))
+        real(module, tensors)
+
+    monkeypatch.setattr(base, "check_finite_parameters", counting)
+    pl.seed_everything(0)
+    module = SAC(SacAgent(hidden_sizes=[8], q_hidden_sizes=[8]),
+                 SerialSampler(env_id="Pendulum-v1", batch_T=16, batch_B=2), batch_size=16, replay_size=1000,
+                 replay_ratio=16, min_steps_learn=96, log_interval_steps=32, total_env_steps=5 * 32)
+    make_trainer(max_epochs=10).fit(module)
+    assert module.train_state.itr == 5
+    # Once after the first iteration (the weights the run started from), then once per updating
+    # iteration (3, 4, 5), each after that iteration's 32 updates; iteration 2 changed nothing.
+    assert checked_at == [(1, 0), (3, 32), (4, 64), (5, 96)]
