@@ -1,4 +1,5 @@
-"""Discounted returns, n-step returns and GAE over time-major ``[T, ...]`` samples (rlpyt 15.6).
+"""Discounted returns, n-step returns and GAE over time-major ``[T, ...]`` samples (rlpyt 15.6), and
+the masks of valid steps the losses average over (:func:`valid_from_done`, :func:`valid_mean`).
 
 Every function takes ``[T]``, ``[T, B]`` or ``[T, B, ...]`` inputs, numpy arrays or torch
 tensors, and returns the kind ``reward`` is (other inputs are converted to it). Work is
@@ -37,6 +38,7 @@ __all__ = [
     "generalized_advantage_estimation",
     "generalized_advantage_estimation_tl",
     "valid_from_done",
+    "valid_mean",
 ]
 
 Array = Any  # np.ndarray | torch.Tensor
@@ -299,6 +301,30 @@ def valid_from_done(done: Array) -> Array:
     valid_np = np.ones_like(done_np)
     valid_np[1:] = 1 - np.minimum(np.cumsum(done_np[:-1], axis=0), 1)
     return valid_np
+
+
+def valid_mean(tensor: Array, valid: Array | None = None, dim: int | None = None) -> Array:
+    """Mean of ``tensor`` over entries where ``valid`` is nonzero (all if ``valid`` is None): how the
+    losses average over the steps a mask such as :func:`valid_from_done` or ``1 - truncated`` keeps.
+
+    Args:
+        tensor: Values, e.g. ``[T, B]`` losses.
+        valid: Mask broadcastable to ``tensor``'s shape (bool or float).
+        dim: Reduce only this dim; all dims if None.
+    """
+    is_torch = isinstance(tensor, torch.Tensor)
+    if valid is None:
+        if dim is None:
+            return tensor.mean()
+        return tensor.mean(dim=dim) if is_torch else tensor.mean(axis=dim)
+    mask: Array = valid.to(tensor.dtype) if is_torch else np.asarray(valid, dtype=tensor.dtype)
+    if dim is None:
+        return (tensor * mask).sum() / mask.sum().clamp(min=1) if is_torch else (
+            (tensor * mask).sum() / max(mask.sum(), 1)
+        )
+    if is_torch:
+        return (tensor * mask).sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)
+    return (tensor * mask).sum(axis=dim) / np.maximum(mask.sum(axis=dim), 1)
 
 
 def _discount_core(

@@ -13,6 +13,7 @@ from lightning_rl.returns import (
     generalized_advantage_estimation,
     generalized_advantage_estimation_tl,
     valid_from_done,
+    valid_mean,
 )
 
 # Shared [T=4, B=2] example, discount = gae_lambda = 0.5 (so discount * gae_lambda = 0.25).
@@ -271,3 +272,20 @@ def test_bad_input_raises():
         discount_return_tl(reward, done, bootstrap, 0.9, truncated)
     with pytest.raises(ValueError, match="truncated of shape"):
         generalized_advantage_estimation_tl(reward, value, done, bootstrap, 0.9, 0.9, truncated[0])
+
+
+def test_valid_mean_with_mask() -> None:
+    x = np.array([[1.0, 4.0], [3.0, 10.0], [5.0, 6.0]])
+    valid = np.array([[1, 1], [1, 0], [0, 0]])
+    # All dims: (1 + 4 + 3) / 3.
+    assert valid_mean(x, valid) == pytest.approx(8 / 3)
+    # Over T: column 0 -> (1 + 3) / 2, column 1 -> 4 / 1.
+    np.testing.assert_allclose(valid_mean(x, valid, dim=0), [2.0, 4.0])
+    # Over B: row 2 has no valid entry and gives 0 (not NaN).
+    np.testing.assert_allclose(valid_mean(x, valid, dim=1), [2.5, 3.0, 0.0])
+    tx, tv = torch.from_numpy(x), torch.from_numpy(valid).bool()
+    assert valid_mean(tx, tv).item() == pytest.approx(8 / 3)
+    assert valid_mean(tx, tv, dim=1).tolist() == [2.5, 3.0, 0.0]
+    assert valid_mean(tx).item() == pytest.approx(29 / 6)
+    assert valid_mean(tx, dim=0).tolist() == [3.0, 20 / 3]
+    np.testing.assert_allclose(valid_mean(x, None, dim=1), [2.5, 6.5, 5.5])

@@ -19,8 +19,8 @@ from __future__ import annotations
 from torch import Tensor
 
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
-from lightning_rl.data.arrays import valid_mean
 from lightning_rl.datasets.on_policy import OnPolicyBatch
+from lightning_rl.returns import valid_mean
 
 
 def a2c_loss(

@@ -28,8 +28,8 @@ from torch import Tensor
 from lightning_rl.algos.hparams import INT_AT_LEAST_1, POSITIVE, hparam
 from lightning_rl.algos.on_policy import OnPolicyAlgorithm
 from lightning_rl.algos.optim import mean_metrics
-from lightning_rl.data.arrays import valid_mean
 from lightning_rl.datasets.on_policy import OnPolicyBatch, iterate_minibatches
+from lightning_rl.returns import valid_mean
 
 
 def ppo_loss(

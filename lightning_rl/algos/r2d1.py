@@ -46,11 +46,10 @@ from lightning_rl.agents.recurrent import rnn_state_from_samples
 from lightning_rl.algos.dqn import DQN, PRIORITY_EPS
 from lightning_rl.algos.hparams import FRACTION, INT_AT_LEAST_0, INT_AT_LEAST_1, NON_NEGATIVE, hparam
 from lightning_rl.algos.replay_setup import PrioritizedSequenceSamplesToBuffer, SequenceSamplesToBuffer
-from lightning_rl.data.arrays import valid_mean
 from lightning_rl.data.buffers import buffer_func
 from lightning_rl.datasets.replay import ReplayDataset
 from lightning_rl.replays import compute_n_step_targets
-from lightning_rl.returns import valid_from_done
+from lightning_rl.returns import valid_from_done, valid_mean
 
 __all__ = ["R2D1", "inv_value_rescale", "r2d1_loss", "sequence_priority", "value_rescale"]
 

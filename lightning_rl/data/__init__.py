@@ -9,7 +9,6 @@ from lightning_rl.data.arrays import (
     restore_leading_dims,
     select_at_indexes,
     to_onehot,
-    valid_mean,
     zeros,
 )
 from lightning_rl.data.buffers import (
@@ -72,6 +71,5 @@ __all__ = [
     "select_at_indexes",
     "to_onehot",
     "torchify_buffer",
-    "valid_mean",
     "zeros",
 ]

@@ -20,7 +20,6 @@ __all__ = [
     "restore_leading_dims",
     "select_at_indexes",
     "to_onehot",
-    "valid_mean",
     "zeros",
 ]
 
@@ -127,29 +126,6 @@ def from_onehot(onehot: Array, dim: int = -1, dtype: Any = None) -> Array:
         return out if dtype is None else out.to(dtype)
     out = np.argmax(onehot, axis=dim)
     return out if dtype is None else out.astype(dtype)
-
-
-def valid_mean(tensor: Array, valid: Array | None = None, dim: int | None = None) -> Array:
-    """Mean of ``tensor`` over entries where ``valid`` is nonzero (all if ``valid`` is None).
-
-    Args:
-        tensor: Values, e.g. ``[T, B]`` losses.
-        valid: Mask broadcastable to ``tensor``'s shape (bool or float).
-        dim: Reduce only this dim; all dims if None.
-    """
-    is_torch = isinstance(tensor, torch.Tensor)
-    if valid is None:
-        if dim is None:
-            return tensor.mean()
-        return tensor.mean(dim=dim) if is_torch else tensor.mean(axis=dim)
-    mask: Array = valid.to(tensor.dtype) if is_torch else np.asarray(valid, dtype=tensor.dtype)
-    if dim is None:
-        return (tensor * mask).sum() / mask.sum().clamp(min=1) if is_torch else (
-            (tensor * mask).sum() / max(mask.sum(), 1)
-        )
-    if is_torch:
-        return (tensor * mask).sum(dim=dim) / mask.sum(dim=dim).clamp(min=1)
-    return (tensor * mask).sum(axis=dim) / np.maximum(mask.sum(axis=dim), 1)
 
 
 def iterate_mb_idxs(

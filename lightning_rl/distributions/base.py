@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from lightning_rl.data.arrays import from_onehot, to_onehot, valid_mean
+from lightning_rl.data.arrays import from_onehot, to_onehot
+from lightning_rl.returns import valid_mean
 
 __all__ = ["EPS", "DiscreteMixin", "Distribution"]
 

@@ -15,7 +15,6 @@ from lightning_rl.data import (
     restore_leading_dims,
     select_at_indexes,
     to_onehot,
-    valid_mean,
     zeros,
 )
 
@@ -92,22 +91,6 @@ def test_to_onehot_from_onehot() -> None:
     assert from_onehot(t).tolist() == [1, 0]
     assert from_onehot(t.float(), dtype=torch.int32).dtype == torch.int32
 
-
-def test_valid_mean_with_mask() -> None:
-    x = np.array([[1.0, 4.0], [3.0, 10.0], [5.0, 6.0]])
-    valid = np.array([[1, 1], [1, 0], [0, 0]])
-    # All dims: (1 + 4 + 3) / 3.
-    assert valid_mean(x, valid) == pytest.approx(8 / 3)
-    # Over T: column 0 -> (1 + 3) / 2, column 1 -> 4 / 1.
-    np.testing.assert_allclose(valid_mean(x, valid, dim=0), [2.0, 4.0])
-    # Over B: row 2 has no valid entry and gives 0 (not NaN).
-    np.testing.assert_allclose(valid_mean(x, valid, dim=1), [2.5, 3.0, 0.0])
-    tx, tv = torch.from_numpy(x), torch.from_numpy(valid).bool()
-    assert valid_mean(tx, tv).item() == pytest.approx(8 / 3)
-    assert valid_mean(tx, tv, dim=1).tolist() == [2.5, 3.0, 0.0]
-    assert valid_mean(tx).item() == pytest.approx(29 / 6)
-    assert valid_mean(tx, dim=0).tolist() == [3.0, 20 / 3]
-    np.testing.assert_allclose(valid_mean(x, None, dim=1), [2.5, 6.5, 5.5])
 
 
 def test_iterate_mb_idxs_in_order_covers_all() -> None:
