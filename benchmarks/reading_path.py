@@ -50,6 +50,7 @@ import ast
 import collections
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,8 +215,11 @@ def trace() -> dict[str, set[str]]:
 
     fast_paths = private_fast_paths.enabled
     private_fast_paths.enabled = False  # the public branch, which the path reads
+    cwd, run_dir = os.getcwd(), tempfile.TemporaryDirectory(prefix="reading_path_")
     sys.setprofile(profile)
     try:
+        # The fit writes its config and run info into the working directory: a temporary one.
+        os.chdir(run_dir.name)
         module, trainer = from_config(
             ROOT / CONFIG,
             {"trainer.logger": False, "trainer.enable_checkpointing": False, "trainer.enable_progress_bar": False,
@@ -226,6 +230,8 @@ def trace() -> dict[str, set[str]]:
     finally:
         sys.setprofile(None)
         private_fast_paths.enabled = fast_paths
+        os.chdir(cwd)
+        run_dir.cleanup()
     return seen
 
 
@@ -277,7 +283,8 @@ def main() -> None:
         for name in names:
             print(f"    {name}")
     total, per_file = ran_and_read(seen)
-    print(f"\nThe same rules applied to the run alone (no list, no whole classes): {len(per_file)} files, {total} lines")
+    print(f"\nThe same rules applied to the run alone (no list, no whole classes): {len(per_file)} files, "
+          f"{total} lines")
     for file, lines in per_file.items():
         print(f"  {file:45s} {lines:4d}")
     if not_run or "NO KIND (a rule is missing)" in by_kind:

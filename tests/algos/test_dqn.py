@@ -378,7 +378,9 @@ def solve_cartpole(module: DQN) -> float:
         monitor="eval/return_mean", mode="max", stopping_threshold=475.0, patience=10**9, strict=False,
         check_on_train_epoch_end=True,
     )
-    make_trainer(callbacks=[EvaluationCallback(every_n_epochs=1, deterministic=True), stop]).fit(module)
+    # save_best=False: no best.ckpt (without a logger it would go to ./checkpoints, in the repository).
+    evaluation = EvaluationCallback(every_n_epochs=1, deterministic=True, save_best=False)
+    make_trainer(callbacks=[evaluation, stop]).fit(module)
     return float(module.trainer.callback_metrics["eval/return_mean"])
 
 
