@@ -122,7 +122,9 @@ class RunDirectoryCallback(pl.Callback):
 
     Signal handlers are installed when fitting starts, in the main thread of every rank, and the
     previous handlers are restored when fitting ends (before that, a signal does what it did
-    without this callback; a signal the process ignores stays ignored). A signal only sets a flag; at the next
+    without this callback; a signal the process ignores stays ignored). When training starts the
+    callback takes back any of its signals a handler registered since (Lightning's own SIGTERM
+    handler, which would stop the run at the next epoch end without this save). A signal only sets a flag; at the next
     training batch end every rank (the flag is reduced over DDP ranks) saves the checkpoint with
     ``trainer.save_checkpoint`` and the trainer stops. The CLI then exits with status 1 after a
     SIGINT (as Lightning's own Ctrl-C handling does, so ``fit && play`` stops there), 143 after a
@@ -189,6 +191,22 @@ class RunDirectoryCallback(pl.Callback):
             self._previous[sig] = previous
             signal.signal(sig, self._handle)
 
+    def _take_back(self) -> None:
+        """Put this callback's handler back on each signal another handler took after :meth:`_install`.
+
+        Lightning registers its own SIGTERM handler after ``on_fit_start``: a notifier that makes
+        the loops raise ``SIGTERMException`` at the next batch or epoch end, and then calls the
+        handler it found (this one). A SIGTERM landing between an epoch's checkpoint and the fit
+        loop's check would stop the run there without this callback's save. Lightning puts its
+        saved handlers (this callback's) back in its own teardown; :meth:`_restore` then puts back
+        the ones from before fitting.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in self._previous:
+            if signal.getsignal(sig) != self._handle:
+                signal.signal(sig, self._handle)
+
     def _restore(self) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
@@ -236,6 +254,7 @@ class RunDirectoryCallback(pl.Callback):
                     callback.best_model_path = self.checkpoint_path
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        self._take_back()
         # After a resume the ModelCheckpoint's state may not name the last.ckpt it left (one written
         # by this callback, or by an older version): it would write last-v1.ckpt beside it.
         if self.checkpoint_path is not None and os.path.isfile(self.checkpoint_path):

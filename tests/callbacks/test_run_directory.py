@@ -80,6 +80,33 @@ def test_signal_saves_a_checkpoint_and_stops(tmp_path, sig):
     assert resumed.train_state.env_steps == 5 * 32
 
 
+class SigtermAtEpochEnd(pl.Callback):
+    """Sends SIGTERM at the end of the first training epoch, after its last batch's hooks ran."""
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.current_epoch == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_sigterm_at_an_epoch_end_saves_at_the_next_batch_end(tmp_path):
+    # Lightning's own SIGTERM handler, registered after on_fit_start, would raise SIGTERMException
+    # from the fit loop right after this epoch (a checkpoint-less stop): the callback's handler
+    # must be the one that runs, so the run saves at the next batch end and fit returns.
+    handler_before = signal.getsignal(signal.SIGTERM)
+    pl.seed_everything(0)
+    module = tiny_ppo()
+    callback = RunDirectoryCallback()
+    trainer = make_trainer(tmp_path, [SigtermAtEpochEnd(), callback], enable_checkpointing=False)
+    trainer.fit(module)
+    assert callback.received == signal.SIGTERM and callback.exit_code == 143
+    assert not trainer.received_sigterm
+    # 64 logging steps of 32 env steps per rollout: two rollouts an epoch, then one more.
+    assert module.train_state.itr == 3
+    state = torch.load(Path(trainer.log_dir) / "checkpoints" / "last.ckpt", weights_only=True)
+    assert state["lightning_rl"]["train_state"]["env_steps"] == 3 * 32
+    assert signal.getsignal(signal.SIGTERM) is handler_before
+
+
 def test_checkpoint_goes_to_the_model_checkpoint_dir(tmp_path):
     pl.seed_everything(0)
     module = tiny_ppo()
