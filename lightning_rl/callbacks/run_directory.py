@@ -124,13 +124,14 @@ class RunDirectoryCallback(pl.Callback):
     previous handlers are restored when fitting ends (before that, a signal does what it did
     without this callback; a signal the process ignores stays ignored). When training starts the
     callback takes back any of its signals a handler registered since (Lightning's own SIGTERM
-    handler, which would stop the run at the next epoch end without this save). A signal only sets a flag; at the next
-    training batch end every rank (the flag is reduced over DDP ranks) saves the checkpoint with
-    ``trainer.save_checkpoint`` and the trainer stops. The CLI then exits with status 1 after a
-    SIGINT (as Lightning's own Ctrl-C handling does, so ``fit && play`` stops there), 143 after a
-    SIGTERM (the shell's status for it) and 0 after another signal (SIGUSR1: a scheduler's warning
-    before a time limit). A SIGTERM left to Lightning (``signals`` without it) raises its
-    ``SIGTERMException``; this callback gives it the same status 143.
+    handler, which would stop the run at the next epoch end without this save). A signal only
+    sets a flag; at the next training batch end every rank (the flag is reduced over DDP ranks)
+    saves the checkpoint with ``trainer.save_checkpoint`` and the trainer stops. The CLI then
+    exits with status 1 after a SIGINT (as Lightning's own Ctrl-C handling does, so
+    ``fit && play`` stops there), 143 after a SIGTERM (the shell's status for it) and 0 after
+    another signal (SIGUSR1: a scheduler's warning before a time limit). A SIGTERM left to
+    Lightning (``signals`` without it) raises its ``SIGTERMException``; this callback gives it the
+    same status 143.
 
     Args:
         signals: Names of the signals that save and stop (``SIGINT``, ``SIGUSR1``, ``SIGTERM``,
