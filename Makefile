@@ -26,8 +26,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/lightning-rl fit --config configs/ppo/cartpole.yaml
 
+# -q once: a second one from PYTEST_ARGS would hide pytest's summary line.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(if $(filter -q,$(PYTEST_ARGS)),,-q) $(PYTEST_ARGS)
 
 check: $(STAMP)
 	$(BIN)/python -m ruff check lightning_rl tests

@@ -10,8 +10,10 @@ Examples::
     lightning-rl play runs/ppo_cartpole                                   # the newest run's best (else last) checkpoint
     lightning-rl fit --help                                               # the common options; --help all: every one
 
-``--version``, ``--help``, each command's ``--help`` and a command line that names a missing file
-answer here, without importing torch or Lightning. ``fit``, ``validate``, ``test`` and ``play`` run
+``--version``, ``--help``, each command's ``--help``, a command line that names a missing file and
+most config errors (:mod:`lightning_rl.config_check`) answer here, without importing torch or
+Lightning; ``play`` of a run loads its agent without Lightning (:func:`lightning_rl.load_policy`).
+``fit``, ``validate``, ``test`` and ``play`` run
 through LightningCLI (:mod:`lightning_rl.lightning_cli`); ``launch``, ``results``, ``tune``,
 ``export`` and ``check-env`` are argparse commands of their own modules. ``python -m lightning_rl``
 and ``python -m lightning_rl.cli`` run the same command.
@@ -208,6 +210,53 @@ def check_env_command(argv: list[str]) -> int:
     return 0
 
 
+def _flag_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"--deterministic: expected true or false, got {text!r}")
+
+
+def play_run(argv: list[str]) -> int | None:
+    """``lightning-rl play RUN_DIR|GROUP_DIR|CKPT [--episodes N] [--video_folder DIR] [--deterministic B]
+    [--seed N] [--max_steps_per_episode N]`` through :func:`lightning_rl.load_policy`: neither Lightning
+    nor a config parser is imported. None when the command line holds other options (config
+    overrides), which LightningCLI then parses."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="lightning-rl play", add_help=False, allow_abbrev=False)
+    parser.add_argument("target")
+    parser.add_argument("--episodes", type=int, default=3)
+    parser.add_argument("--video_folder", default=None)
+    parser.add_argument("--deterministic", default="true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max_steps_per_episode", type=int, default=100_000)
+    options, unknown = parser.parse_known_args(argv)
+    if unknown:
+        return None
+    from lightning_rl.envs.rendering import choose_gl_backend
+
+    choose_gl_backend()  # before anything imports mujoco: a headless machine renders through EGL/OSMesa
+    from lightning_rl.policy import load_policy, quiet_sdl
+
+    quiet_sdl()
+    try:
+        deterministic = _flag_bool(options.deterministic)
+        policy = load_policy(options.target)
+        print(policy.choice_line("play"), flush=True)
+        results = policy.play(options.episodes, deterministic, options.video_folder, options.seed,
+                              options.max_steps_per_episode)
+    except ValueError as error:
+        return _error(str(error).strip().splitlines()[0], "lightning-rl play")
+    for i, r in enumerate(results):
+        print(f"episode {i}: return {r['return']:.2f} length {int(r['length'])}")
+    mean = sum(r["return"] for r in results) / len(results)
+    print(f"mean return {mean:.2f} over {len(results)} episodes")
+    return 0
+
+
 def run_tool_command(name: str, argv: list[str]) -> int:
     """Run the tool command ``name`` (:data:`TOOL_COMMANDS`) with ``argv``; its exit status.
 
@@ -286,7 +335,21 @@ def main(args: list[str] | None = None) -> None:
 
     ``fit``, ``validate``, ``test`` and ``play`` return when they succeed (so a program or test can
     call them in a row) and raise ``SystemExit`` with the status otherwise; the other commands, the
-    help and ``--version`` always end with ``SystemExit``."""
+    help and ``--version`` always end with ``SystemExit``. Ctrl-C outside training (while torch and
+    Lightning import, while the envs are built) ends the command's own process with one line and
+    status 130; inside a program (``args`` given) it propagates."""
+    try:
+        _main(args)
+    except KeyboardInterrupt:
+        if args is not None or VERBOSE_FLAG in sys.argv:
+            raise
+        argv = sys.argv[1:]
+        command = argv[0] if argv and argv[0] in COMMANDS else ""
+        print(f"lightning-rl{' ' + command if command else ''}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _main(args: list[str] | None) -> None:
     argv = list(sys.argv[1:] if args is None else args)
     if not argv or argv[0] in HELP_FLAGS:
         sys.stdout.write(main_help())
@@ -309,10 +372,25 @@ def main(args: list[str] | None = None) -> None:
         raise SystemExit(run_tool_command(command, rest))
     verbose = VERBOSE_FLAG in rest
     rest = [arg for arg in rest if arg != VERBOSE_FLAG]
+    if command == "play" and rest[:1] and not rest[0].startswith("-"):
+        status = play_run(rest)
+        if status is not None:
+            if status:
+                raise SystemExit(status)
+            return
     if command != "play" or not rest[:1] or rest[0].startswith("-"):
         problem = check_paths(command, rest)
         if problem is not None:
             raise SystemExit(_error(problem, f"lightning-rl {command}"))
+    if not verbose:
+        # The config checked against the package's schema before torch and Lightning import: a typo,
+        # an unknown class, a wrong type or a value out of range costs a fraction of a second.
+        from lightning_rl.config_check import check_command_line
+
+        lines = check_command_line(command, rest)
+        if lines:
+            sys.stderr.write("\n".join(lines) + "\n")
+            raise SystemExit(2)
     from lightning_rl.lightning_cli import run
 
     status = run([command, *rest], own_process=args is None, verbose=verbose, started=IMPORTED_AT)
@@ -323,7 +401,7 @@ def main(args: list[str] | None = None) -> None:
 #: Names that lived in this module before the LightningCLI part moved to :mod:`lightning_rl.lightning_cli`.
 _MOVED = (
     "HELD_OUT_SEED_OFFSET", "QUIET_WARNINGS", "RLCLI", "RLTrainer", "make_cli", "migrate_hyperparameters",
-    "play_target_args", "print_episode_table",
+    "print_episode_table",
 )
 
 

@@ -14,7 +14,7 @@ import difflib
 import importlib
 import inspect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +141,7 @@ def explain(
     argv: Sequence[str] = (),
     config_files: Sequence[str] = (),
     class_names: Iterable[str] = (),
+    parameters_of: Callable[[str], list[str]] | None = None,
 ) -> Explained:
     """A short form of jsonargparse's ``message``.
 
@@ -152,7 +153,10 @@ def explain(
         argv: The command line, to tell a key typed there from one in a config file.
         config_files: The ``--config`` files given, named when the key is not on the command line.
         class_names: Class names the value of a class-typed key may take (``PPO``, ``DQN``, ...).
+        parameters_of: A class path's parameter names, the candidates for an unknown key of that
+            class (default :func:`init_parameters`, which imports the class).
     """
+    parameters_of = parameters_of or init_parameters
     path, owners, rest = _leaves(message)
     # A union's errors name each subtype without the value, which follows on a line of its own: the
     # innermost union is the last "Subtypes:" before the first "Expected a", its value the next "Given value:".
@@ -187,7 +191,7 @@ def explain(
             here = on_command_line(key)
             owner = owners[-1] if owners else ""
             prefix = _short_key(path)
-            parameters = init_parameters(owner) if owner else []
+            parameters = parameters_of(owner) if owner else []
             found = [f"{prefix}.{c}" if prefix else c for c in close_matches(name, parameters)]
             cls = owner.rsplit(".", 1)[-1]
             hint = f"{cls}'s parameters: lightning-rl {command} --{prefix}.help {cls}; {verbose}" if cls else verbose

@@ -19,7 +19,7 @@ checkpoint removes its run directory again. On SIGINT or SIGUSR1 the run saves `
 resumes it (``RunDirectoryCallback``, added unless the config has one); resuming a run that already
 reached its ``total_env_steps`` says so and exits 0. Progress is shown in env steps
 (:class:`~lightning_rl.callbacks.progress.RLProgressBar`). ``validate``/``test`` of a config without
-eval envs evaluate with :data:`EVAL_DEFAULTS` and write no files.
+eval envs evaluate with the sampler's defaults (4 envs, 10 episodes) and write no files.
 """
 
 from __future__ import annotations
@@ -56,10 +56,14 @@ from lightning_rl.algos.checkpointing import (
 )
 from lightning_rl.callbacks.progress import RLProgressBar
 from lightning_rl.callbacks.run_directory import RunDirectoryCallback
+from lightning_rl.checkpoint_format import checkpoint_env_steps
+from lightning_rl.error_report import error_lines, user_frame
 from lightning_rl.params import expand_params_args
 from lightning_rl.runs import (
     RUN_DIR_ENV,
-    best_checkpoint,
+    RunChoice,
+    choice_line,
+    choose_checkpoint,
     new_run_dir,
     newest_checkpoint,
     run_dir_of,
@@ -67,7 +71,7 @@ from lightning_rl.runs import (
     runs_root,
 )
 
-__all__ = ["EVAL_DEFAULTS", "RLCLI", "RLTrainer", "from_config", "make_cli", "migrate_hyperparameters", "run"]
+__all__ = ["RLCLI", "RLTrainer", "from_config", "make_cli", "migrate_hyperparameters", "run"]
 
 
 class RawDescriptionFormatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -77,9 +81,6 @@ class RawDescriptionFormatter(DefaultHelpFormatter, argparse.RawDescriptionHelpF
 #: ``test`` evaluates on env seeds this far from the training seeds (held out from training and ``validate``).
 HELD_OUT_SEED_OFFSET = 1_000_000
 
-#: The sampler's eval settings that ``validate``/``test`` use when the config has no eval envs
-#: (``eval_max_steps`` bounds an evaluation in an env whose episodes never end).
-EVAL_DEFAULTS: dict[str, int] = {"eval_n_envs": 4, "eval_max_trajectories": 10, "eval_max_steps": 100_000}
 
 #: How often the run's TensorBoard writer flushes (seconds).
 TENSORBOARD_FLUSH_S = 5
@@ -111,6 +112,13 @@ QUIET_WARNINGS = (
 #: Lightning log lines a user of the CLI can do nothing about.
 QUIET_LOG_LINES = (
     "💡 Tip: For seamless cloud logging",  # an advertisement, on every Trainer
+    # The accelerators found, on every Trainer: the config's `accelerator` decides, and run_info.yaml
+    # records the machine.
+    "GPU available:", "TPU available:", "HPU available:",
+    # Which checkpoint a command restores: the command's own line says it first, with the env steps
+    # and how it was chosen.
+    "Restoring states from the checkpoint path", "Loaded model weights from the checkpoint",
+    "Restored all states from the checkpoint",
 )
 
 
@@ -121,6 +129,8 @@ class _DropLines(logging.Filter):
 
 def quiet_lightning() -> None:
     """Apply :data:`QUIET_WARNINGS` and :data:`QUIET_LOG_LINES` (once per process)."""
+    # LightningCLI calls jsonargparse functions that jsonargparse deprecates: Lightning's to change.
+    os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
     for message in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     for name in ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero"):
@@ -192,6 +202,53 @@ class RLTrainer(pl.Trainer):
                 remove_failed_run(run_dir)
             raise
 
+    def validate(
+        self,
+        model: Any = None,
+        dataloaders: Any = None,
+        ckpt_path: str | Path | None = None,
+        verbose: bool = True,
+        datamodule: Any = None,
+        weights_only: bool | None = None,
+        deterministic: bool = True,
+    ) -> list[Any]:
+        """``pl.Trainer.validate`` of an :class:`RLModule`: evaluation episodes on the eval envs, printed
+        as one table (each episode's return and length, then their mean) instead of Lightning's.
+
+        Args:
+            model: The module; ``ckpt_path``: its checkpoint; ``dataloaders``, ``datamodule``,
+                ``weights_only``: as Lightning's.
+            verbose: Print the table.
+            deterministic: Act with the policy's mode (greedy / mean action), as ``play`` does;
+                False samples actions as in training.
+        """
+        return self._evaluate(super().validate, "validate", model, dataloaders, ckpt_path, verbose, datamodule,
+                              weights_only, deterministic)
+
+    def test(
+        self,
+        model: Any = None,
+        dataloaders: Any = None,
+        ckpt_path: str | Path | None = None,
+        verbose: bool = True,
+        datamodule: Any = None,
+        weights_only: bool | None = None,
+        deterministic: bool = True,
+    ) -> list[Any]:
+        """``pl.Trainer.test``: as :meth:`validate`, on the env seeds the CLI holds out for it."""
+        return self._evaluate(super().test, "test (held-out seeds)", model, dataloaders, ckpt_path, verbose,
+                              datamodule, weights_only, deterministic)
+
+    def _evaluate(self, run: Any, title: str, model: Any, dataloaders: Any, ckpt_path: Any, verbose: bool,
+                  datamodule: Any, weights_only: bool | None, deterministic: bool) -> list[Any]:
+        module = model if model is not None else self.lightning_module
+        if module is not None:
+            module.eval_deterministic = bool(deterministic)
+        results = run(model, dataloaders, ckpt_path, verbose=False, datamodule=datamodule, weights_only=weights_only)
+        if verbose and self.is_global_zero:
+            print_episode_table(model if model is not None else self.lightning_module, title, deterministic)
+        return results
+
     def play(
         self,
         model: RLModule,
@@ -249,9 +306,10 @@ class RLTrainer(pl.Trainer):
 
 
 def remove_failed_run(run_dir: Path) -> bool:
-    """Remove ``run_dir`` if it holds no checkpoint (and then its group and runs folders if they are
-    empty); whether it was removed."""
-    if not run_dir.is_dir() or any(run_dir.rglob("*.ckpt")):
+    """Remove ``run_dir`` if it holds no checkpoint and no ``error.log`` (a run that failed before it
+    trained; one that failed while training keeps its traceback there), and then its group and runs
+    folders if they are empty; whether it was removed."""
+    if not run_dir.is_dir() or any(run_dir.rglob("*.ckpt")) or (run_dir / "error.log").is_file():
         return False
     shutil.rmtree(run_dir, ignore_errors=True)
     for parent in (run_dir.parent, run_dir.parent.parent):
@@ -264,10 +322,15 @@ def remove_failed_run(run_dir: Path) -> bool:
 
 class _SaveFitConfig(SaveConfigCallback):
     """LightningCLI's ``config.yaml`` for ``fit`` only: ``validate``/``test`` write no files (they would
-    land in the working directory, over a ``config.yaml`` of the user's)."""
+    land in the working directory, over a ``config.yaml`` of the user's). It records the run's settings,
+    not the checkpoint it resumed (``ckpt_path``), so ``fit --config <run>/config.yaml`` trains the same
+    run again from step 0, and ``--ckpt_path`` added to it continues it."""
 
     def setup(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
         if stage == "fit":
+            if self.config.get("ckpt_path") is not None:
+                self.config = self.config.clone()
+                self.config.ckpt_path = None
             super().setup(trainer, pl_module, stage)
 
 
@@ -290,7 +353,7 @@ class RLCLI(LightningCLI):
     Adds ``--run_name`` (the optional suffix of the run directory, and the run ``--ckpt_path last``
     picks), run directories as TensorBoard logger (unless the config names a logger), the env-step
     progress display, ``--ckpt_path last``, the evaluation table of ``validate``/``test`` (with
-    :data:`EVAL_DEFAULTS` for a config without eval envs), short config errors
+    the sampler's evaluation defaults for settings a config leaves unset), short config errors
     (:class:`RLArgumentParser`), and ``--optimizer``/``--lr_scheduler`` handed to the module's own
     ``optimizer``/``lr_scheduler`` (built in ``setup``, after the agent's networks).
     """
@@ -304,6 +367,8 @@ class RLCLI(LightningCLI):
     _current: RLCLI | None = None
     #: The run directory ``--ckpt_path last`` continues (found before the trainer is built).
     _resume_run_dir: Path | None = None
+    #: How the command line's run or checkpoint was chosen (``validate runs/ppo_cartpole``), in words.
+    _choice_rule: str | None = None
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         kwargs.setdefault("parser_mode", "yaml")
@@ -318,6 +383,11 @@ class RLCLI(LightningCLI):
             help="fit: suffix of the run directory, runs/<algo>_<env>/<date-time>_<run_name>/; with "
             "--ckpt_path last (or best): the run of that name",
         )
+        parser.add_argument(
+            "--run_group", type=str | None, default=None,
+            help="the folder under runs/ that groups this run (default: <algo>_<env> of the algorithm and env "
+            "trained, e.g. ppo_cartpole); --ckpt_path last looks there",
+        )
 
     # -- the checkpoint of --ckpt_path, before anything is built ---------------------------------------------
 
@@ -330,10 +400,12 @@ class RLCLI(LightningCLI):
         return runs_root(_get(_get(self._section(), "trainer"), "default_root_dir"))
 
     def _run_group_dir(self) -> Path:
-        # Files only: a parameter file's config arrives as YAML text (--params), named from the model.
-        given = [str(p) for p in (_get(self._section(), "config") or []) if p is not None]
-        config_paths = [p for p in given if os.path.isfile(p)]
-        return self._runs_root() / run_group(config_paths, _get(self._section(), "model"))
+        """``runs/<algo>_<env>`` of the resolved algorithm and env id (``--run_group`` names it instead)."""
+        try:
+            group = run_group(_get(self._section(), "model"), _get(self._section(), "run_group"))
+        except ValueError as error:
+            self._exit(str(error))
+        return self._runs_root() / group
 
     def _run_checkpoint(self, kind: str) -> Path:
         """The newest ``<kind>*.ckpt`` (``last``, ``best``) of this config's runs, of the run named
@@ -384,14 +456,20 @@ class RLCLI(LightningCLI):
             return
         section = self.config[subcommand]
         ckpt_path = section.get("ckpt_path")
-        resolved_from: str | None = None
+        rule = RLCLI._choice_rule
         if ckpt_path in ("last", "best") and (self._resolves_in_run_dirs() or ckpt_path == "best"):
             found = self._run_checkpoint(ckpt_path)
-            resolved_from, ckpt_path = ckpt_path, str(found)
+            name = _get(section, "run_name")
+            rule = f"the newest {ckpt_path}.ckpt of {found.parent.parent.parent.name}" + (
+                f" named {name}" if name else "")
+            ckpt_path = str(found)
             section["ckpt_path"] = ckpt_path
-            if subcommand == "fit":
-                self._resume_run_dir = found.parent.parent
-        if not ckpt_path or ckpt_path in ("last", "best"):
+        if not ckpt_path:
+            if subcommand in ("validate", "test"):
+                print(f"{subcommand}: no checkpoint given: evaluating the untrained agent (give a run directory, "
+                      f"lightning-rl {subcommand} runs/<algo>_<env>, or --ckpt_path last|best|FILE)")
+            return
+        if ckpt_path in ("last", "best"):
             return
         if not Path(ckpt_path).is_file():
             self._exit(f"--ckpt_path {ckpt_path}: no such file; give a .ckpt file (or last, for the newest run)")
@@ -402,9 +480,13 @@ class RLCLI(LightningCLI):
         if subcommand == "fit":
             self._check_written_for_this_run(data)
             self._exit_if_finished(ckpt_path, data)
-        if resolved_from is not None:
-            verb = "resuming " if subcommand == "fit" else ""
-            sys.stderr.write(f"lightning-rl: --ckpt_path {resolved_from}: {verb}{ckpt_path}\n")
+            # A checkpoint of a run under this command's runs/ continues that run in its directory; one
+            # from elsewhere (another machine's, another working directory's) starts a run directory here.
+            run_dir = run_dir_of(ckpt_path) if self._resolves_in_run_dirs() else None
+            root = self._runs_root().resolve()
+            self._resume_run_dir = run_dir if run_dir is not None and root in run_dir.resolve().parents else None
+        verb = "resuming" if subcommand == "fit" else subcommand
+        print(choice_line(verb, ckpt_path, checkpoint_env_steps(data), rule), flush=True)
         if subcommand != "fit":
             return  # validate/test take the weights; budgets and schedules do not matter there
         saved = migrate_hyperparameters(data.get("hyper_parameters", {}))
@@ -501,15 +583,21 @@ class RLCLI(LightningCLI):
         return dumped["model"]
 
     def _default_eval_envs(self, subcommand: str) -> None:
-        """Give a sampler without eval envs :data:`EVAL_DEFAULTS` (before its setup builds them) and say so."""
+        """Give the sampler's unset evaluation settings their defaults (before its setup builds the eval
+        envs, :meth:`~lightning_rl.samplers.base.BaseSampler.use_eval_defaults`) and say which."""
         sampler = getattr(self.model, "sampler", None)
-        if sampler is None or int(getattr(sampler, "eval_n_envs", 0) or 0) > 0:
+        if sampler is None or not hasattr(sampler, "use_eval_defaults"):
             return
-        for key, value in EVAL_DEFAULTS.items():
-            setattr(sampler, key, value)
-        print(f"{subcommand}: the config has no eval envs; evaluating on {EVAL_DEFAULTS['eval_n_envs']} envs, "
-              f"{EVAL_DEFAULTS['eval_max_trajectories']} episodes (choose with --model.sampler.eval_n_envs "
-              "and --model.sampler.eval_max_trajectories)")
+        try:
+            used = sampler.use_eval_defaults()
+        except ValueError as error:
+            self._exit(str(error))
+        if used:
+            print(f"{subcommand}: evaluating on {sampler.eval_n_envs} envs, "
+                  + (f"{sampler.eval_max_trajectories} episodes" if sampler.eval_max_trajectories
+                     else f"{sampler.eval_max_steps} steps each")
+                  + f" (defaults: {', '.join(used)}; set them with --model.sampler.eval_n_envs and "
+                  "--model.sampler.eval_max_trajectories)")
 
     # -- run directories ---------------------------------------------------------------------------------------
 
@@ -622,12 +710,6 @@ class RLCLI(LightningCLI):
 
     before_test = before_validate
 
-    def after_validate(self) -> None:
-        print_episode_table(self.model, "validate")
-
-    def after_test(self) -> None:
-        print_episode_table(self.model, "test (held-out seeds)")
-
     def _check_resume(self, ckpt_path: Any) -> None:
         try:
             check_resume(self.model, ckpt_path)
@@ -709,8 +791,12 @@ class RLCLI(LightningCLI):
         for callback in trainer.callbacks:  # type: ignore[attr-defined]
             if self._own_process and isinstance(callback, RunDirectoryCallback) and callback.shutdown_timeout_s is None:
                 callback.shutdown_timeout_s = SHUTDOWN_TIMEOUT_S
+            if isinstance(callback, RunDirectoryCallback) and callback.process_start is None:
+                callback.process_start = self._started
             if isinstance(callback, RLProgressBar) and callback.process_start is None:
                 callback.process_start = self._started
+            if isinstance(callback, RLProgressBar) and callback.command is None and self._own_process:
+                callback.command = ["lightning-rl", *self._argv]
         return trainer
 
     def before_instantiate_classes(self) -> None:
@@ -762,7 +848,7 @@ class _SchedulerFromConfig:
         return instantiate_class(optimizer, self.init)
 
 
-def print_episode_table(module: Any, title: str) -> None:
+def print_episode_table(module: Any, title: str, deterministic: bool | None = None) -> None:
     """Print the returns and lengths of the last evaluation's episodes as a table, and their mean."""
     episodes = getattr(module, "eval_episodes", None)
     if not episodes:
@@ -770,7 +856,8 @@ def print_episode_table(module: Any, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    print(f"{title}: {len(episodes)} eval episodes")
+    how = "" if deterministic is None else (", deterministic actions" if deterministic else ", sampled actions")
+    print(f"{title}: {len(episodes)} eval episodes{how}")
     table = Table()
     table.add_column("episode", justify="right")
     table.add_column("return", justify="right")
@@ -793,28 +880,59 @@ Runs go to runs/<algo>_<env>/<date-time>[_<run_name>]/ (config.yaml, checkpoints
 The other commands (play, launch, results, tune, export, check-env): lightning-rl --help."""
 
 
-def play_target_args(target: str) -> list[str]:
-    """``play <target>``'s arguments: the run's ``config.yaml`` and checkpoint (``best.ckpt``, else
-    ``last.ckpt``) for a run or group directory (its newest run with a checkpoint); for a checkpoint
-    outside a run directory, the model config it carries.
+#: Flags that give a command its config (without one, validate/test take it from the run or checkpoint).
+_CONFIG_FLAGS = ("--config", "-c", "--params", "--model")
+
+
+def checkpoint_args(choice: RunChoice) -> list[str]:
+    """The arguments that evaluate or play a chosen checkpoint: its run's ``config.yaml``, or for a
+    checkpoint outside a run directory the model config it carries.
 
     Raises:
-        ValueError: If ``target`` is neither a run directory nor a checkpoint with a config.
+        ValueError: If the checkpoint is outside a run directory and carries no config.
     """
-    path = Path(target)
-    if not path.exists():
-        raise ValueError(f"{target} does not exist (give a run directory, runs/<algo>_<env> or a .ckpt)")
-    run_dir = run_dir_of(path)
-    ckpt = path if path.is_file() else (best_checkpoint(run_dir) if run_dir is not None else None)
-    if run_dir is not None:
-        args = ["--config", str(run_dir / "config.yaml")]
-        return [*args, "--ckpt_path", str(ckpt)] if ckpt is not None else args
-    if ckpt is None:
-        raise ValueError(f"no run (config.yaml) in {target}")
-    config = (load_data(ckpt).get(CHECKPOINT_KEY) or {}).get("config")
+    if choice.run_dir is not None:
+        return ["--config", str(choice.run_dir / "config.yaml"), "--ckpt_path", str(choice.checkpoint)]
+    config = (load_data(choice.checkpoint).get(CHECKPOINT_KEY) or {}).get("config")
     if not config:
-        raise ValueError(f"{ckpt} carries no config and has no config.yaml beside it; add --config")
-    return ["--model", json.dumps(config), "--ckpt_path", str(ckpt)]
+        raise ValueError(f"{choice.checkpoint} carries no config and has no config.yaml beside it; add --config")
+    return ["--model", json.dumps(config), "--ckpt_path", str(choice.checkpoint)]
+
+
+def target_args(argv: list[str]) -> tuple[list[str], str | None]:
+    """``play``/``validate``/``test`` of a run: ``<command> RUN_DIR|GROUP_DIR|CKPT [options]``, or
+    ``validate --ckpt_path FILE`` without a config, as the command line LightningCLI parses (the
+    run's ``config.yaml`` and checkpoint), and how the checkpoint was chosen; other command lines as
+    they are.
+
+    Raises:
+        ValueError: If the target holds no checkpoint, or validate/test has neither a config nor a
+            checkpoint.
+    """
+    command, rest = argv[0], argv[1:]
+    if command not in ("play", "validate", "test"):
+        return argv, None
+    if rest and not rest[0].startswith("-"):
+        choice = choose_checkpoint(rest[0])
+        return [command, *checkpoint_args(choice), *rest[1:]], choice.rule
+    if command == "play" or any(a in _CONFIG_FLAGS or a.startswith(tuple(f + "=" for f in _CONFIG_FLAGS))
+                                for a in rest):
+        return argv, None
+    given = [v for i, v in enumerate(rest) if i and rest[i - 1] == "--ckpt_path"]
+    given += [a.split("=", 1)[1] for a in rest if a.startswith("--ckpt_path=")]
+    if not given or given[-1] in ("last", "best"):
+        raise ValueError(f"which run? give a run directory (lightning-rl {command} runs/ppo_cartpole), a checkpoint "
+                         f"(--ckpt_path FILE) or a config (--config FILE --ckpt_path last)")
+    choice = choose_checkpoint(given[-1])
+    others, skip = [], False
+    for a in rest:
+        if skip:
+            skip = False
+        elif a == "--ckpt_path":
+            skip = True
+        elif not a.startswith("--ckpt_path="):
+            others.append(a)
+    return [command, *checkpoint_args(choice), *others], choice.rule
 
 
 def _import_classes() -> None:
@@ -935,12 +1053,43 @@ def _process_start(own_process: bool, started: float | None) -> float:
     return started if started is not None else time.monotonic()
 
 
+def _config_error_lines(error: ValueError) -> list[str]:
+    """A config problem's lines: lightning_rl's own check says it in its message (its first line, the
+    second of a multi-line one); the user's code (an env's constructor or reset) is named with the
+    exception's type and the frame that raised it (:func:`~lightning_rl.error_report.error_lines`)."""
+    if user_frame(error) is not None:
+        return error_lines(error)
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()] or [type(error).__name__]
+    out = [lines[0]]
+    if len(lines) > 1:  # a message of several lines (the fields a check names): the first of them
+        out.append(f"  {lines[1]}" + (" ..." if len(lines) > 2 else ""))
+    return [*out, "  --verbose shows the traceback"]
+
+
+def _print_error_lines(command: str, lines: list[str]) -> None:
+    print(f"lightning-rl {command}: error: {lines[0]}", file=sys.stderr)
+    for line in lines[1:]:
+        print(line, file=sys.stderr)
+
+
+def _error_log(current: RLCLI | None) -> str | None:
+    """The ``error.log`` the run's :class:`RunDirectoryCallback` wrote, if any."""
+    trainer = getattr(current, "trainer", None)
+    for callback in getattr(trainer, "callbacks", None) or []:
+        if isinstance(callback, RunDirectoryCallback) and callback.error_log:
+            return str(callback.error_log)
+    return None
+
+
 def run(argv: list[str], own_process: bool = False, verbose: bool = False, started: float | None = None) -> int:
     """Run ``fit``, ``validate``, ``test`` or ``play`` (``argv[0]``) with the rest of ``argv``; the exit status.
 
     A ``ValueError`` before training starts (an env id gymnasium does not know, a space the agent
-    cannot take) is a config problem: two lines and exit status 2; after it, the run crashed and
-    the traceback shows (with ``verbose`` always).
+    cannot take) is a config problem: two lines and exit status 2. Any other failure of the command's
+    own process is said in at most four lines (:func:`lightning_rl.error_report.error_lines`: the
+    type, the message, the user's frame that raised it, the run's ``error.log``) with exit status 1;
+    Ctrl-C outside training is one line and status 130. ``verbose`` shows the tracebacks instead;
+    inside another program (``own_process=False``) the exception propagates.
 
     Args:
         argv: The command line after ``lightning-rl``.
@@ -955,8 +1104,7 @@ def run(argv: list[str], own_process: bool = False, verbose: bool = False, start
     quiet_sdl()
     command = argv[0]
     try:
-        if command == "play" and len(argv) > 1 and not argv[1].startswith("-"):
-            argv = ["play", *play_target_args(argv[1]), *argv[2:]]
+        argv, RLCLI._choice_rule = target_args(argv)
         expanded = expand_params_args(argv)
     except ValueError as error:
         # Reported as argparse reports usage errors: on stderr, exit status 2.
@@ -974,16 +1122,25 @@ def run(argv: list[str], own_process: bool = False, verbose: bool = False, start
     torch.set_float32_matmul_precision("high")
     try:
         cli = make_cli(expanded)
-    except ValueError as error:
-        current = RLCLI._current
-        if verbose or (current is not None and current.training_started()):
+    except KeyboardInterrupt:
+        if verbose or not own_process:
             raise
-        lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()] or [type(error).__name__]
-        print(f"lightning-rl {command}: error: {lines[0]}", file=sys.stderr)
-        if len(lines) > 1:  # a message of several lines (the fields a check names): the first of them
-            print(f"  {lines[1]}" + (" ..." if len(lines) > 2 else ""), file=sys.stderr)
-        print("  --verbose shows the traceback", file=sys.stderr)
-        return 2
+        print(f"lightning-rl {command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if verbose:
+            raise
+        current = RLCLI._current
+        started = current is not None and current.training_started()
+        if isinstance(error, ValueError) and not started:
+            # A config problem (an env id gymnasium does not know, a space the agent cannot take): in a
+            # line or two; with its type and place when the user's own code raised it.
+            _print_error_lines(command, _config_error_lines(error))
+            return 2
+        if not own_process:
+            raise
+        _print_error_lines(command, error_lines(error, _error_log(current)))
+        return 1
     for callback in getattr(getattr(cli, "trainer", None), "callbacks", []):
         if isinstance(callback, RunDirectoryCallback) and callback.exit_code:
             return callback.exit_code  # stopped by Ctrl-C (1) or SIGTERM (143): last.ckpt saved

@@ -54,7 +54,8 @@ def test_fit_resume_validate_and_play(in_tmp, capsys):
 
     main(["validate", "--config", CARTPOLE, "--ckpt_path", str(last), *EVAL, "--trainer.enable_progress_bar", "false"])
     out = capsys.readouterr().out
-    assert "eval/return_mean" in out
+    assert "validate: 3 eval episodes, deterministic actions" in out
+    assert "eval/return_mean" not in out  # one table: ours, not Lightning's as well
 
     videos = in_tmp / "videos"
     main(["play", "--config", CARTPOLE, "--ckpt_path", str(last), "--episodes", "1", "--video_folder", str(videos)])
@@ -369,8 +370,8 @@ def test_validate_and_test_without_eval_envs_evaluate_with_defaults_say_so_and_w
     before = sorted((str(p), p.stat().st_mtime_ns) for p in in_tmp.rglob("*"))
     main([command, "--config", CARTPOLE, "--ckpt_path", "last", "--trainer.enable_progress_bar", "false"])
     out = capsys.readouterr().out
-    assert (f"{command}: the config has no eval envs; evaluating on 4 envs, 10 episodes (choose with "
-            "--model.sampler.eval_n_envs and --model.sampler.eval_max_trajectories)") in out
+    assert (f"{command}: evaluating on 4 envs, 10 episodes (defaults: eval_n_envs=4, eval_max_trajectories=10; "
+            "set them with --model.sampler.eval_n_envs and --model.sampler.eval_max_trajectories)") in out
     assert sorted(episode_rows(out)) == list(range(10))
     assert sorted((str(p), p.stat().st_mtime_ns) for p in in_tmp.rglob("*")) == before  # nothing written
 

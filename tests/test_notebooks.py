@@ -1,6 +1,6 @@
 """The notebooks run twice in a row in one kernel, as a person re-runs them ("Run All" again): no
-working-directory change left behind, nothing that only works once. ``nbmake`` runs each once in CI;
-this runs each twice. They are committed with their outputs."""
+working-directory change left behind, nothing that only works once. They are committed with their
+outputs."""
 
 from __future__ import annotations
 

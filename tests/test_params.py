@@ -39,7 +39,7 @@ def test_cpanel_overrides_and_coupled_values():
     assert init["log_interval_steps"] == 4 * 256 * 5
     # Checkpoints go to the run directory, named after the algorithm and env: runs/ppo_hopper/<date-time>/.
     assert config["trainer"]["callbacks"][0]["init_args"].get("dirpath") is None
-    assert run_group([], config["model"]) == "ppo_hopper"
+    assert run_group(config["model"]) == "ppo_hopper"
 
 
 def test_cpanel_int_for_a_float_becomes_float():
@@ -133,7 +133,7 @@ def test_print_config_shows_cpanel_and_later_overrides(capsys):
     assert init["sampler"]["init_args"]["env_id"] == "Hopper-v5"
     # Checkpoints go to the run directory, named after the algorithm and env: runs/ppo_hopper/<date-time>/.
     assert config["trainer"]["callbacks"][0]["init_args"].get("dirpath") is None
-    assert run_group([], config["model"]) == "ppo_hopper"
+    assert run_group(config["model"]) == "ppo_hopper"
 
 
 @pytest.mark.parametrize(

@@ -121,6 +121,8 @@ class RLModule(CheckpointLoading, pl.LightningModule):
         self.run_config: dict[str, Any] | None = None
         #: ``(return, length)`` of each episode of the last ``validate``/``test`` evaluation.
         self.eval_episodes: list[tuple[float, float]] = []
+        #: Whether ``validate``/``test`` act with the policy's mode (``Trainer.validate(deterministic=...)``).
+        self.eval_deterministic = True
         self.check_hyperparameters()
         self.__post_init__()
         self.save_hyperparameters(ignore=["agent", "sampler", "optimizer", "lr_scheduler"])

@@ -19,12 +19,8 @@ from typing import Any
 import torch
 from lightning_fabric.plugins import CheckpointIO, TorchCheckpointIO
 
+from lightning_rl.checkpoint_format import CHECKPOINT_KEY, REPLAY_KEY
 from lightning_rl.safe_state import load_data
-
-#: The module's entry in a Lightning checkpoint.
-CHECKPOINT_KEY = "lightning_rl"
-#: Where a module puts its replay's state for :class:`RLCheckpointIO` to move into the side file.
-REPLAY_KEY = "lightning_rl_replay"
 
 __all__ = ["CHECKPOINT_KEY", "REPLAY_KEY", "RLCheckpointIO"]
 

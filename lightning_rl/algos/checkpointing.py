@@ -20,77 +20,28 @@ from __future__ import annotations
 
 import os
 import random
-import re
 from typing import Any
 
 import numpy as np
 import torch
 from pytorch_lightning.utilities import rank_zero_warn
 
-from lightning_rl.algos.checkpoint_io import CHECKPOINT_KEY, REPLAY_KEY, RLCheckpointIO
+from lightning_rl.algos.checkpoint_io import RLCheckpointIO
+from lightning_rl.checkpoint_format import (
+    CHECKPOINT_KEY,
+    FORMAT_VERSION,
+    REPLAY_KEY,
+    migrate_config,
+    migrate_hyperparameters,
+)
 from lightning_rl.data.arrays import non_finite_keys
 from lightning_rl.safe_state import decode, encode, load_data
-
-#: 1: lightning_rl 0.1 (Python objects pickled into a bytes entry); 2: data only.
-FORMAT_VERSION = 2
 
 __all__ = [
     "CHECKPOINT_KEY", "FORMAT_VERSION", "REPLAY_KEY", "RLCheckpointIO", "check_compatible", "check_resume",
     "describe_run", "load_data", "load_module_state", "migrate_config", "migrate_hyperparameters", "module_state",
     "restore_module_state", "save_before_stopping", "save_module_state",
 ]
-
-#: How an older lightning_rl wrote a class into a checkpoint's config: the text of the class object.
-_CLASS_TEXT = re.compile(r"^<class '([A-Za-z_][\w.]*)'>$")
-
-
-def migrate_hyperparameters(hparams: dict[str, Any]) -> dict[str, Any]:
-    """Hyperparameters saved by an older lightning_rl, in today's form (a copy).
-
-    ``optimizer`` was a name (``"adam"`` or ``"rmsprop"``) before any torch optimizer could be given
-    by class path: ``"adam"`` is today's default (None) and ``"rmsprop"`` the same RMSprop
-    (``alpha`` 0.99, ``eps`` = ``optimizer_eps``) as a class path.
-    """
-    hparams = dict(hparams)
-    optimizer = hparams.get("optimizer")
-    if optimizer == "adam":
-        hparams["optimizer"] = None
-    elif optimizer == "rmsprop":
-        eps = float(hparams.get("optimizer_eps", 1e-5))
-        hparams["optimizer"] = {"class_path": "torch.optim.RMSprop", "init_args": {"alpha": 0.99, "eps": eps}}
-    return hparams
-
-
-def migrate_config(config: Any) -> Any:
-    """A checkpoint's model config (``{class_path, init_args}``) in today's form (a copy).
-
-    lightning_rl 0.2.0 before its release wrote class-valued arguments as the text of the class
-    (``"<class 'torch.nn.modules.activation.Tanh'>"``): that becomes the class's import path. Each
-    ``init_args`` goes through :func:`migrate_hyperparameters`.
-
-    Raises:
-        ValueError: For a callable stored as its text (``"<function f at 0x...>"``), which names
-            nothing to import: give the argument again (``--model.init_args...``) or re-save the
-            checkpoint with this version.
-    """
-    if isinstance(config, dict):
-        out = {k: migrate_config(v) for k, v in config.items()}
-        if isinstance(out.get("init_args"), dict):
-            out["init_args"] = migrate_hyperparameters(out["init_args"])
-        return out
-    if isinstance(config, list):
-        return [migrate_config(v) for v in config]
-    if isinstance(config, str):
-        match = _CLASS_TEXT.match(config)
-        if match:
-            return match.group(1)
-        if config.startswith(("<function ", "<bound method ", "<built-in function ")):
-            raise ValueError(
-                f"the checkpoint's config holds a callable as text ({config!r}), which names nothing to import; "
-                "pass that argument again, or save the checkpoint again with this lightning_rl"
-            )
-    return config
-
 
 def describe_run(module: Any, env_spaces: Any = None) -> dict[str, Any]:
     """What a checkpoint must match to be resumed by ``module``: algorithm, env id, env count and
@@ -288,6 +239,11 @@ def restore_module_state(module: Any, ours: dict[str, Any]) -> bool:
     check_compatible(ours["run"], describe_run(module))
     _initialize_agent(module, ours["run"])
     module.train_state.load_state_dict(ours["train_state"])
+    trainer = module._trainer
+    if trainer is not None and trainer.state.fn in ("validate", "test"):
+        # An evaluation takes the weights; its eval envs start from the seed, not from where
+        # training left its own (which may be other envs, in other numbers).
+        return False
     _warn_world_size_change(module, ours)
     rng = decode(ours["rng"])
     module.minibatch_generator.bit_generator.state = rng["minibatch_generator"]

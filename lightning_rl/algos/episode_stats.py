@@ -195,21 +195,35 @@ class EpisodeStatsCallback(pl.Callback):
         # rank's episodes (ranks finish their first episodes at different iterations), only on
         # the iteration count, which all ranks share.
         if pl_module.logging_due():
-            world = trainer.world_size
-            finite = self._last
-            if finite is None or world > 1:
-                metrics = {"train/return_mean": _compute(self.return_mean, world),
-                           "train/length_mean": _compute(self.length_mean, world)}
-                if self._game_scores_possible(trainer):
-                    metrics["train/game_score_mean"] = _compute(self.game_score_mean, world)
-                for name, metric in self.agent_return_mean.items():
-                    metrics[f"train/return_mean/{name}"] = _compute(metric, world)
-                finite = self._last = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+            finite = self._window_values(trainer)
             if finite:
                 # The module's per-iteration path: straight to the loggers at env steps and into
                 # callback_metrics (EarlyStopping, ModelCheckpoint, the progress display), without
                 # self.log's per-key bookkeeping, which costs more than a small update.
                 pl_module.log_step_metrics(finite, reduce=False)  # synced above
+
+    def _window_values(self, trainer: pl.Trainer) -> dict[str, float]:
+        """The window means that hold values (``train/return_mean``, ...); under DDP a collective."""
+        world = trainer.world_size
+        finite = self._last
+        if finite is None or world > 1:
+            metrics = {"train/return_mean": _compute(self.return_mean, world),
+                       "train/length_mean": _compute(self.length_mean, world)}
+            if self._game_scores_possible(trainer):
+                metrics["train/game_score_mean"] = _compute(self.game_score_mean, world)
+            for name, metric in self.agent_return_mean.items():
+                metrics[f"train/return_mean/{name}"] = _compute(metric, world)
+            finite = self._last = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+        return finite
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        # A resumed run's windows come from its checkpoint: their means are what the callbacks that
+        # read trainer.callback_metrics (the progress display, a user's) saw in the uninterrupted
+        # run at this point, logged at the iteration before the save. Nothing goes to the loggers:
+        # that iteration's points are in the run's event files already.
+        if int(pl_module.train_state.itr) > 0:
+            trainer.callback_metrics.update(
+                {k: torch.tensor(v) for k, v in self._window_values(trainer).items()})
 
     def _game_scores_possible(self, trainer: pl.Trainer) -> bool:
         # Single process: only once an episode carried a score. DDP: always (a collective).

@@ -169,10 +169,11 @@ def update_step(
     Raises:
         FloatingPointError: If ``loss`` is NaN or infinite (nothing is stepped).
     """
-    if not math.isfinite(loss.item()):  # one host read (a device sync on GPU, as bool() would be)
+    value = loss.item()  # one host read (a device sync on GPU, as bool() would be)
+    if not math.isfinite(value):
         # Before backward and step: the weights stay those of the last finite update.
         raise FloatingPointError(
-            f"{type(module).__name__}: non-finite loss {float(loss)} at update {module.train_state.updates + 1} "
+            f"{type(module).__name__}: non-finite loss {value} at update {module.train_state.updates + 1} "
             f"({module.global_env_steps} env steps); nothing was updated. Lower the learning rate, clip "
             "gradients (clip_grad_norm) or check the rewards' scale")
     if clip_grad_norm is None or isinstance(clip_grad_norm, (int, float)):

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 
 from lightning_rl.datasets.evaluation import (
     episode_table,
@@ -44,7 +45,8 @@ class EvaluationCallback(pl.Callback):
     steps, and keeps the best agent in ``best.ckpt``.
 
     Episodes run on the sampler's evaluation envs (``eval_n_envs``, ``eval_max_steps``,
-    ``eval_max_trajectories``), separate from the training envs, with the agent in eval mode. Each
+    ``eval_max_trajectories``; those the config leaves unset take the sampler's defaults, 4 envs
+    and 10 episodes), separate from the training envs, with the agent in eval mode. Each
     new best ``eval/return_mean`` writes ``best.ckpt`` (weights, counters and config; no optimizer
     state or replay) beside the run's other checkpoints and logs ``hp_metric``, the best eval return
     so far, which TensorBoard's HPARAMS tab shows beside the run's hyperparameters.
@@ -78,8 +80,13 @@ class EvaluationCallback(pl.Callback):
         self.best_checkpoint_path: str | None = None
 
     def setup(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
-        if not getattr(pl_module.sampler, "eval_n_envs", 0):
-            raise ValueError("EvaluationCallback needs eval envs: set the sampler's eval_n_envs > 0 in the config")
+        sampler = pl_module.sampler
+        if stage == "fit" and not sampler.initialized:
+            # Evaluation settings the config leaves unset take their defaults (4 envs, 10 episodes).
+            used = sampler.use_eval_defaults()
+            if used:
+                rank_zero_info(f"EvaluationCallback: evaluating on {sampler.eval_n_envs} envs (defaults: "
+                               f"{', '.join(used)})")
 
     def state_dict(self) -> dict[str, Any]:
         return {"best_return": self.best_return}

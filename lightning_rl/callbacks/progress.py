@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 import signal
 import sys
@@ -54,8 +55,9 @@ class RLProgressBar(ProgressBar):
     with every field goes to stdout every ``print_interval_s`` seconds. When fitting ends, a summary
     follows: why it stopped (budget, return threshold, early stopping, interrupt, error, a Trainer
     limit), env steps, wall time (since the process or command started: :attr:`process_start`),
-    the best eval return (when the run evaluated), the checkpoint and the command that plays it. A
-    fit that fails before training starts (a config error) prints no summary.
+    the best eval return (when the run evaluated), the checkpoint, the command that plays it and,
+    after an interrupt, an error or a Trainer limit, the command that resumes it. A fit that fails
+    before training starts (a config error) prints no summary.
 
     The best eval return is taken from every evaluation as it happens (the evaluation callbacks'
     results, else ``eval/return_mean`` after each training batch), not from what was drawn.
@@ -95,6 +97,9 @@ class RLProgressBar(ProgressBar):
         self.process_start: float | None = None
         self._fit_start: float | None = None
         self.best_eval_return: float | None = None
+        #: The command line that started this fit (``lightning-rl fit ...``; set by the CLI), for the
+        #: summary's resume command of a run outside a run directory.
+        self.command: list[str] | None = None
         #: The summary's lines once fitting ended (also printed).
         self.summary: list[str] = []
 
@@ -304,9 +309,16 @@ class RLProgressBar(ProgressBar):
                         else "early stopping")
                 # Lightning's message ends with what it does about it ("Signaling Trainer to stop.").
                 message = (callback.stopping_reason_message or "").split(". Signaling")[0].strip().rstrip(".")
+                # Lightning prints the monitored value in full (480.45001220703125): two decimals say it.
+                message = re.sub(r"\d+\.\d{3,}", lambda m: f"{float(m.group()):.2f}", message)
                 return f"{kind}: {message}" if message else kind
         if pl_module.budget_reached:
-            return f"budget: total_env_steps={pl_module.total_env_steps:,} reached"
+            total, steps = int(pl_module.total_env_steps), int(pl_module.global_env_steps)
+            if steps >= total:
+                return f"budget: total_env_steps={total:,} reached"
+            # A budget that is not a whole number of iterations ends at the last whole one.
+            return (f"budget: {steps:,} of total_env_steps={total:,} (one more iteration of "
+                    f"{int(pl_module.steps_per_iteration):,} would pass it)")
         return "Trainer limit (max_epochs, max_steps or max_time)"
 
     def summarize(self, trainer: pl.Trainer, pl_module: Any) -> list[str]:
@@ -317,20 +329,44 @@ class RLProgressBar(ProgressBar):
         target = run_dir if run_dir is not None else checkpoint
         start = self.process_start if self.process_start is not None else self._fit_start
         wall = time.monotonic() - start if start is not None else fields["elapsed_s"]
+        reason = self.stop_reason(trainer, pl_module)
         lines = [
-            f"stopped: {self.stop_reason(trainer, pl_module)}",
+            f"stopped: {reason}",
             f"env steps: {fields['steps']:,}" + (f" of {fields['total']:,}" if fields["total"] else ""),
             f"wall time: {format_duration(wall)} ({fields['rate']:,.0f} env steps/s)",
             f"last mean return: {_fmt(fields['return_mean'])}",
         ]
         if self.best_eval_return is not None:
-            lines.append(f"best eval return: {_fmt(self.best_eval_return)}")
+            saved = "" if best is not None else " (no best.ckpt: the evaluation saves none)"
+            lines.append(f"best eval return: {_fmt(self.best_eval_return)}{saved}")
         lines.append(f"checkpoint: {checkpoint or 'none saved'}")
         if best is not None:
             lines.append(f"best checkpoint: {best}")
         if target is not None:
             lines.append(f"play it: lightning-rl play {shlex.quote(str(target))}")
+        resume = self.resume_command(checkpoint, run_dir)
+        if resume is not None and not reason.startswith(("budget", "return threshold", "early stopping")):
+            lines.append(f"resume it: {resume}")
         return lines
+
+    def resume_command(self, checkpoint: str | None, run_dir: Any) -> str | None:
+        """The command that continues this run from ``checkpoint``: its run's ``config.yaml`` (which
+        holds every override) with ``--ckpt_path``; the command that started it with ``--ckpt_path``
+        for a run outside a run directory; None without a checkpoint or a known command."""
+        if checkpoint is None:
+            return None
+        if run_dir is not None and (run_dir / "config.yaml").is_file():
+            command = ["lightning-rl", "fit", "--config", str(run_dir / "config.yaml")]
+        elif self.command is not None:
+            command = [*self.command]
+            for i, arg in enumerate(command):  # the given --ckpt_path is replaced
+                if arg == "--ckpt_path" and i + 1 < len(command):
+                    del command[i: i + 2]
+                    break
+            command = [a for a in command if not a.startswith("--ckpt_path=")]
+        else:
+            return None
+        return shlex.join([*command, "--ckpt_path", str(checkpoint)])
 
 
 def _short(value: float) -> str:

@@ -5,9 +5,14 @@ A run's log dir (``trainer.log_dir``, e.g. ``lightning_logs/version_3``) ends up
 * ``config.yaml``: the resolved config, written by LightningCLI's ``SaveConfigCallback`` (also for
   ``--params`` files, which the CLI turns into a config first);
 * ``run_info.yaml``: the package version, a hash of the ``lightning_rl`` source files, the git
-  commit when the package sits in a git checkout, library versions and the command line;
+  commit when the package sits in a git checkout, library versions, the command line and the
+  run's ``status``: ``running`` while it trains, then ``finished`` (a budget, threshold or Trainer
+  limit ended it), ``interrupted`` (a signal; ``last.ckpt`` saved) or ``failed`` (with the error),
+  which ``play``, ``export``, ``validate`` and ``test`` of a group of runs read to prefer a finished run,
+  and ``wall_time_s``, the seconds the run's processes took (``lightning-rl results`` reports it);
 * the logger's files, and the checkpoints (in the ``ModelCheckpoint`` dirpath when the config
-  names one, else ``checkpoints/``).
+  names one, else ``checkpoints/``);
+* ``error.log``: the whole traceback of a run that failed while training.
 
 On SIGINT (Ctrl-C), SIGUSR1 (what cluster schedulers send ahead of a time limit) or SIGTERM (a
 scheduler's pre-emption, ``kill``) the run saves ``<checkpoint dir>/last.ckpt`` at the end of the
@@ -37,6 +42,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from importlib import metadata
 from pathlib import Path
 from types import FrameType
@@ -49,9 +55,11 @@ from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 import lightning_rl
+from lightning_rl.runs import RUN_INFO_FILE, read_run_info, update_run_info
 
-RUN_INFO_FILE = "run_info.yaml"
 LAST_CHECKPOINT = "last.ckpt"
+#: A failed run's whole traceback, in its log dir.
+ERROR_LOG = "error.log"
 
 
 def code_hash(root: str | Path | None = None) -> str:
@@ -166,6 +174,16 @@ class RunDirectoryCallback(pl.Callback):
         self.checkpoint_path: str | None = None
         self._saved = False
         self._previous: dict[signal.Signals, Any] = {}
+        #: The log dir whose ``run_info.yaml`` this callback wrote (its status is updated at the end).
+        self._run_info_dir: str | None = None
+        #: ``time.monotonic()`` at the start of the process or command (the ``lightning-rl`` command
+        #: sets it; None: the start of fitting): ``run_info.yaml``'s ``wall_time_s`` counts from it, as
+        #: the end summary's wall time does.
+        self.process_start: float | None = None
+        #: The ``error.log`` this callback wrote when fitting failed (None otherwise).
+        self.error_log: str | None = None
+        self._started = 0.0
+        self._earlier_wall_s = 0.0
         if shutdown_timeout_s is not None and not shutdown_timeout_s > 0:
             raise ValueError(f"shutdown_timeout_s: {shutdown_timeout_s!r} must be > 0 seconds, or None for no limit")
         self.shutdown_timeout_s = shutdown_timeout_s
@@ -229,11 +247,35 @@ class RunDirectoryCallback(pl.Callback):
         # log_dir broadcasts under DDP: every rank asks for it.
         log_dir = trainer.log_dir
         self.checkpoint_path = os.path.join(self._checkpoint_dir(trainer), LAST_CHECKPOINT)
+        self._started = self.process_start if self.process_start is not None else time.monotonic()
         if self.write_run_info and trainer.is_global_zero and log_dir is not None:
             os.makedirs(log_dir, exist_ok=True)
-            info = {**run_info(), "world_size": trainer.world_size, "log_dir": os.path.abspath(log_dir)}
+            # A resumed run adds this process's time to the earlier processes' (results' wall time).
+            self._earlier_wall_s = float(read_run_info(log_dir).get("wall_time_s") or 0.0)
+            info = {**run_info(), "world_size": trainer.world_size, "log_dir": os.path.abspath(log_dir),
+                    "status": "running"}
             with open(os.path.join(log_dir, RUN_INFO_FILE), "w") as f:
                 yaml.safe_dump(info, f, sort_keys=False)
+            self._run_info_dir = log_dir
+
+    def _record_end(self, trainer: pl.Trainer, pl_module: Any, status: str, error: str | None = None) -> None:
+        """Write how the run ended into ``run_info.yaml`` (global rank 0, once per fit)."""
+        if self._run_info_dir is None or not trainer.is_global_zero:
+            return
+        fields: dict[str, Any] = {
+            "status": status, "ended_at": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "wall_time_s": round(self._earlier_wall_s + time.monotonic() - self._started, 3),
+        }
+        steps = getattr(pl_module, "global_env_steps", None)
+        if steps is not None:
+            fields["env_steps"] = int(steps)
+        if error is not None:
+            fields["error"] = error
+        try:
+            update_run_info(self._run_info_dir, **fields)
+        except OSError:
+            pass  # a status is a convenience for choosing runs; never let it fail the run
+        self._run_info_dir = None
 
     def _claim_last(self, trainer: pl.Trainer) -> None:
         """Tell each ``ModelCheckpoint`` whose next save writes this callback's ``last.ckpt`` that the file
@@ -292,10 +334,31 @@ class RunDirectoryCallback(pl.Callback):
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self._restore()
+        self._record_end(trainer, pl_module, "interrupted" if self.received is not None else "finished")
 
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
         if isinstance(exception, SIGTERMException) and exception.code is None:
             exception.code = 128 + signal.SIGTERM  # the shell's status for a SIGTERM-ended process
+        if isinstance(exception, (KeyboardInterrupt, SIGTERMException)):
+            self._record_end(trainer, pl_module, "interrupted")
+        else:
+            self._write_error_log(trainer, exception)
+            self._record_end(trainer, pl_module, "failed", f"{type(exception).__name__}: {exception}")
+
+    def _write_error_log(self, trainer: pl.Trainer, exception: BaseException) -> None:
+        """The whole traceback into ``<log dir>/error.log`` (global rank 0), where the command's short
+        error lines point (:mod:`lightning_rl.error_report`)."""
+        if self._run_info_dir is None or not trainer.is_global_zero:
+            return
+        from lightning_rl.error_report import format_traceback
+
+        path = os.path.join(self._run_info_dir, ERROR_LOG)
+        try:
+            with open(path, "w") as f:
+                f.write(format_traceback(exception))
+        except OSError:
+            return
+        self.error_log = path
         if self.shutdown_timeout_s is not None:
             # Armed from here on: Lightning's teardown, the loggers' last flush and the interpreter's
             # exit (atexit hooks, worker joins) all run after this hook.

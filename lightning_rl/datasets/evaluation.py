@@ -74,7 +74,8 @@ def evaluate_agent(pl_module: Any, deterministic: bool) -> list[Any]:
 
 class EvaluationDataset(IterableDataset):
     """The ``validate`` subcommand's data: one item, the summary of an evaluation run with the
-    module's sampler (its eval envs)."""
+    module's sampler (its eval envs), acting deterministically unless the module's
+    ``eval_deterministic`` is False (``validate --deterministic false``)."""
 
     def __init__(self, module: Any) -> None:
         self.module = module
@@ -83,7 +84,7 @@ class EvaluationDataset(IterableDataset):
         return 1
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        traj_infos = evaluate_agent(self.module, deterministic=False)
+        traj_infos = evaluate_agent(self.module, deterministic=bool(getattr(self.module, "eval_deterministic", True)))
         # Kept for the table that `validate`/`test` print (return, length per episode).
         self.module.eval_episodes = [(float(t.Return), float(t.Length)) for t in traj_infos]
         metrics = summarize_trajectories(traj_infos, "eval")

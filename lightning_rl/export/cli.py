@@ -45,10 +45,13 @@ def main(argv: list[str]) -> int:
         load_agent,
         resolve_checkpoint,
     )
+    from lightning_rl.runs import choice_line
 
     try:
-        ckpt = resolve_checkpoint(options.target)
-        agent, source = load_agent(ckpt)
+        choice = resolve_checkpoint(options.target)
+        ckpt = choice.checkpoint
+        agent, source = load_agent(choice)
+        print(choice_line("export", ckpt, source["env_steps"], choice.rule), flush=True)
         out = Path(options.out) if options.out else default_out_dir(ckpt)
         written = export_agent(agent, out, options.format, name=options.name, source=source)
     except ValueError as error:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import warnings
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from lightning_rl.export.policy import (
 )
 from lightning_rl.export.targets import PolicyTarget, policy_targets
 from lightning_rl.models.normalization import RunningMeanStdModel
+from lightning_rl.runs import RunChoice
 
 __all__ = [
     "FORMATS", "OPTIONAL_PACKAGES", "DeterministicPolicy", "PolicyTarget", "default_out_dir", "export_agent",
@@ -412,59 +412,42 @@ def export_agent(
     return written
 
 
-def resolve_checkpoint(target: str) -> Path:
-    """The checkpoint of ``target``: the file itself, or a run's (or a group's newest run's)
-    ``best.ckpt``, else its ``last.ckpt``.
+def resolve_checkpoint(target: str) -> RunChoice:
+    """The checkpoint of ``target`` and how it was chosen: the file itself, or a run's (or a group's
+    run, :func:`lightning_rl.runs.choose_checkpoint`) ``best.ckpt``, else its ``last.ckpt``.
 
     Raises:
         ValueError: If ``target`` does not exist or holds no run with a checkpoint.
     """
-    from lightning_rl.runs import best_checkpoint, run_dir_of
+    from lightning_rl.runs import choose_checkpoint
 
-    path = Path(target)
-    if not path.exists():
-        raise ValueError(f"{target} does not exist (give a .ckpt, a run directory or runs/<algo>_<env>)")
-    if path.is_file():
-        return path
-    run_dir = run_dir_of(path)
-    ckpt = best_checkpoint(run_dir) if run_dir is not None else None
-    if ckpt is None:
-        raise ValueError(f"no checkpoint in {target} (looked for <run>/checkpoints/best.ckpt and last.ckpt)")
-    return ckpt
+    return choose_checkpoint(target)
 
 
-def load_agent(ckpt: Path) -> tuple[Any, dict[str, Any]]:
-    """The agent of a lightning_rl checkpoint, rebuilt from the config it carries (read as data only),
-    and a description of the run for ``spaces.yaml``.
+def load_agent(ckpt: Path | RunChoice) -> tuple[Any, dict[str, Any]]:
+    """The agent of a lightning_rl checkpoint, rebuilt from the config it carries (read as data only,
+    without Lightning: :func:`lightning_rl.policy.policy_from_checkpoint`), and a description of the
+    run for ``spaces.yaml``.
 
     Raises:
         ValueError: If the file needs unpickling, was not written by lightning_rl, carries no config,
-            or its config does not build a module here.
+            or its config does not build an agent here.
     """
-    from lightning_rl.algos.base import RLModule
-    from lightning_rl.algos.checkpointing import CHECKPOINT_KEY, load_data
-    from lightning_rl.algos.loading import module_from_config
+    from lightning_rl.policy import policy_from_checkpoint
+    from lightning_rl.runs import RunChoice, run_dir_of
 
-    data = load_data(ckpt)  # names a file that is no torch.save archive, refuses one that needs unpickling
-    ours = data.get(CHECKPOINT_KEY) if isinstance(data, dict) else None
-    if not isinstance(ours, dict) or "state_dict" not in data:
-        raise ValueError(f"{ckpt} was not written by a lightning_rl run (no '{CHECKPOINT_KEY}' entry)")
-    config = ours.get("config")
-    if not config:
-        raise ValueError(f"{ckpt} carries no model config (an older lightning_rl checkpoint); export needs it")
+    choice = ckpt if isinstance(ckpt, RunChoice) else RunChoice(Path(ckpt), run_dir_of(ckpt), "the checkpoint given")
     try:
-        module = module_from_config(RLModule, config, data, "cpu")
-    except (ValueError, TypeError, KeyError, argparse.ArgumentError) as error:
-        lines = " ".join(line.strip() for line in str(error).strip().splitlines()[:6])
-        raise ValueError(f"cannot rebuild the module of {ckpt} from the config it carries: {lines}") from None
-    run = ours.get("run") or {}
+        policy = policy_from_checkpoint(choice, "cpu")
+    except ValueError as error:
+        raise ValueError(f"cannot rebuild the agent of {choice.checkpoint}: {error}") from None
     source = {
-        "checkpoint": str(ckpt),
-        "algorithm": run.get("algorithm"),
-        "env_id": run.get("env_id"),
-        "env_steps": int((ours.get("train_state") or {}).get("env_steps", 0)),
+        "checkpoint": str(choice.checkpoint),
+        "algorithm": policy.algorithm,
+        "env_id": policy.env_id if isinstance(policy.env_id, str) else getattr(policy.env_id, "__qualname__", ""),
+        "env_steps": int(policy.env_steps or 0),
     }
-    return module.agent, source
+    return policy.agent, source
 
 
 def default_out_dir(ckpt: Path) -> Path:

@@ -30,7 +30,9 @@ PROG = "lightning-rl launch"
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``lightning-rl launch``."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        # The module docstring, without its reST markup: a terminal shows ``x`` as written.
+        prog=PROG, description=(__doc__ or "").replace("``", "").replace("::", ":"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("grid", help="a grid YAML file (base config, levels, overrides, names)")
     parser.add_argument("--grid_dir", default=None, help="where the variant directories go")

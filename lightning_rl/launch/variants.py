@@ -1,6 +1,7 @@
 """Variants of a LightningCLI config: rlpyt's ``VariantLevel`` / ``make_variants`` on dotted config keys.
 
-A *level* sets one or more dotted keys (``model.init_args.learning_rate``) together: its keys zip,
+A *level* sets one or more dotted keys together, written as on the command line
+(``model.learning_rate``, short for ``model.init_args.learning_rate``; both forms work): its keys zip,
 so a level with two keys of three values each gives three settings. Levels multiply, in order (the
 first level varies slowest), as rlpyt's ``make_variants`` crosses them. Each variant gets a readable,
 filesystem-safe, unique directory name built from its values (``lr_0.001-seed_1``).
@@ -15,11 +16,11 @@ A grid file (``configs/grids/*.yaml``) names a base config, the levels, optional
 by every variant and optional short names for the directory names::
 
     base: ../ppo/cartpole.yaml            # relative to the grid file
-    overrides: {model.init_args.total_env_steps: 50000}
+    overrides: {model.total_env_steps: 50000}
     levels:
-      - model.init_args.learning_rate: [0.0003, 0.001]
+      - model.learning_rate: [0.0003, 0.001]
       - seed_everything: [0, 1]
-    names: {model.init_args.learning_rate: lr}
+    names: {model.learning_rate: lr}
 
 A level may also be written as rlpyt writes it: ``{keys: [...], values: [[...], ...], dir_names: [...]}``.
 """
@@ -36,12 +37,14 @@ import math
 import re
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from lightning_rl.config_tree import dotted_keys, long_key, set_dotted
 
 __all__ = [
     "SEED_KEY", "Grid", "Variant", "VariantLevel", "dotted_keys", "load_grid", "make_variants", "resolve_config",
@@ -61,7 +64,7 @@ class VariantLevel:
     """One level of a grid (rlpyt's ``VariantLevel``): ``keys`` set together, one tuple of values per setting.
 
     Args:
-        keys: Dotted config keys (``model.init_args.learning_rate``).
+        keys: Dotted config keys, short (``model.learning_rate``) or long (``model.init_args.learning_rate``).
         values: One sequence per setting, its positions matching ``keys`` (each combination written out).
         dir_names: One directory-name part per setting; default: built from the values.
 
@@ -170,7 +173,7 @@ def make_variants(*levels: VariantLevel, names: Mapping[str, str] | None = None)
 
     Args:
         levels: The grid's levels.
-        names: Short names of keys for the directory names (``{"model.init_args.learning_rate": "lr"}``).
+        names: Short names of keys for the directory names (``{"model.learning_rate": "lr"}``).
 
     Returns:
         The variants, each named ``<short>_<value>[-<short>_<value>...]`` (a level's ``dir_names`` in place of
@@ -265,40 +268,12 @@ def _level_from_yaml(level: Any, index: int) -> VariantLevel:
     return VariantLevel.zip(level)
 
 
-def dotted_keys(tree: Any, prefix: str = "") -> Iterator[str]:
-    """Every dotted key of a config tree, inner nodes included (list items by index: ``trainer.callbacks.0``)."""
-    items: Any = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
-    for key, value in items:
-        dotted = f"{prefix}{key}"
-        yield dotted
-        yield from dotted_keys(value, f"{dotted}.")
-
-
 def _unknown_key_error(key: str, known: Sequence[str], base: Path) -> ValueError:
     close = difflib.get_close_matches(key, known, n=3, cutoff=0.85)  # shared dotted prefixes score high
     last = key.rsplit(".", 1)[-1]
     close += [k for k in known if k.rsplit(".", 1)[-1] == last and k not in close][:5]
     hint = f"; close keys: {', '.join(close)}" if close else ""
     return ValueError(f"unknown config key {key!r}: not in {base.name}'s parsed config{hint}")
-
-
-def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
-    """Set ``tree[a][b][...] = value`` for ``key = "a.b..."`` (a list item by its index).
-
-    Raises:
-        KeyError: If a part of ``key`` is not in ``tree``.
-    """
-    node: Any = tree
-    parts = key.split(".")
-    for part in parts[:-1]:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    last = parts[-1]
-    if isinstance(node, list):
-        node[int(last)] = value
-    elif isinstance(node, dict) and last in node:
-        node[last] = value
-    else:
-        raise KeyError(key)
 
 
 def resolve_config(config: str | Path) -> str:
@@ -355,7 +330,7 @@ def write_variants(
     known = list(dotted_keys(tree))
     shared = dict(overrides or {})
     for key in [*shared, *(k for v in variants for k in v.overrides)]:
-        if key not in known:
+        if long_key(tree, key) not in known:  # short keys (model.learning_rate) as on the command line
             raise _unknown_key_error(key, known, base)
     grid_dir = Path(grid_dir)
     grid_dir.mkdir(parents=True, exist_ok=True)
@@ -364,7 +339,7 @@ def write_variants(
         for variant in variants:
             merged = copy.deepcopy(tree)
             for key, value in {**shared, **variant.overrides}.items():
-                set_dotted(merged, key, value)
+                set_dotted(merged, key, value, create=False)
             draft = Path(scratch) / "config.yaml"
             draft.write_text(yaml.safe_dump(merged, sort_keys=False))
             try:

@@ -7,9 +7,10 @@ Examples::
     lightning-rl results grids/ppo_lr --plot curves.png     # + learning curves (needs the `plot` extra)
     lightning-rl results grids/ppo_lr --format markdown > results.md    # or csv
 
-Per run (one row per variant and seed): the final value of the metric (its last logged point), the best
-value, the env steps (the last logged step of any scalar: the x-axis is env steps) and the wall time. Per
-variant: the number of seeds, the mean and the IQM of the final values, and a stratified percentile
+Per run (one row per run, named by its run directory): the seed, the final value of the metric (its last
+logged point), the best value, the env steps (the last logged step of any scalar: the x-axis is env steps)
+and the wall time (the run's own record, as ``fit``'s summary says it). Per variant: the number of runs
+and of distinct seeds, the mean and the IQM of the final values, and a stratified percentile
 bootstrap confidence interval of the IQM (:mod:`lightning_rl.results.stats`, rliable's definitions). Runs
 and variants are found as :mod:`lightning_rl.results.reader` describes. The default metric is
 ``eval/return_mean`` (the evaluation callback's); a run that logged none uses ``train/return_mean`` (the
@@ -199,24 +200,27 @@ def _title(table: Table) -> str:
     return f"{table.algo} {table.env}: {table.metric}"
 
 
-RUN_COLUMNS = ("variant", "seed", "final", "best", "env steps", "wall time")
+RUN_COLUMNS = ("variant", "run", "seed", "final", "best", "env steps", "wall time")
 
 
 def _variant_columns(confidence: float) -> tuple[str, ...]:
-    return ("variant", "seeds", "mean", "IQM", f"IQM {100 * confidence:g}% CI")
+    return ("variant", "runs", "seeds", "mean", "IQM", f"IQM {100 * confidence:g}% CI")
 
 
 def _run_cells(row: RunRow, table: Table) -> list[str]:
     steps = row.run.env_steps
     mark = " *" if row.metric and row.metric != table.metric else ""
     return [
-        row.run.variant_label, "-" if row.run.seed is None else str(row.run.seed), format_number(row.final) + mark,
-        format_number(row.best) + mark, "-" if steps is None else f"{steps:,}", format_duration(row.run.wall_time_s),
+        row.run.variant_label, row.run.path.name, "-" if row.run.seed is None else str(row.run.seed),
+        format_number(row.final) + mark, format_number(row.best) + mark, "-" if steps is None else f"{steps:,}",
+        format_duration(row.run.wall_time_s),
     ]
 
 
 def _variant_cells(row: VariantRow) -> list[str]:
-    return [row.label, str(len(row.seeds)), format_number(row.mean), format_number(row.iqm), _ci_text(row.ci)]
+    distinct = len({s for s in row.seeds if s is not None}) + sum(s is None for s in row.seeds)
+    return [row.label, str(len(row.seeds)), str(distinct), format_number(row.mean), format_number(row.iqm),
+            _ci_text(row.ci)]
 
 
 def _plain_table(header: Sequence[str], rows: list[list[str]]) -> list[str]:

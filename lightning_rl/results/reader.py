@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from lightning_rl.runs import read_run_info
+
 CONFIG_FILE = "config.yaml"
 VARIANT_FILE = "variant.yaml"
 RUN_INFO_FILE = "run_info.yaml"
@@ -65,9 +67,10 @@ class Run:
         variant_label: A readable name of the variant (:func:`variant_label`), the group without one.
         seed: ``seed_everything`` of ``config.yaml``; None if it is not an int.
         scalars: Tag -> curve.
-        wall_time_s: Seconds the run ran (sum over its event files of the last minus the first event
-            time; for CSV logs ``metrics.csv``'s modification time minus ``run_info.yaml``'s
-            ``started_at``); None when unknown.
+        wall_time_s: Seconds the run ran: ``run_info.yaml``'s ``wall_time_s`` (its processes' time
+            from start to end, as ``fit``'s summary says it), else the sum over its event files of
+            the last minus the first event time (for CSV logs ``metrics.csv``'s modification time
+            minus ``run_info.yaml``'s ``started_at``); None when unknown.
         source: ``"tensorboard"`` or ``"csv"``.
     """
 
@@ -300,6 +303,10 @@ def read_run(run_dir: str | os.PathLike) -> Run:
     else:
         scalars, wall_time = read_csv(run_dir)
         source = "csv"
+    recorded = read_run_info(run_dir).get("wall_time_s")
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
+        # What the run's own processes measured, as the end summary of fit says it.
+        wall_time = float(recorded)
     return Run(
         path=run_dir, algo=algo, env=env, group=group, variant=variant, variant_label=label, seed=seed,
         scalars=scalars, wall_time_s=wall_time, source=source,

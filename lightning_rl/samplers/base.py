@@ -40,6 +40,7 @@ from lightning_rl.envs.make import default_traj_info_cls, make_env
 from lightning_rl.envs.traj_info import TrajInfo
 
 __all__ = [
+    "EVAL_DEFAULTS",
     "AgentSamples",
     "AgentSamplesBsv",
     "BaseSampler",
@@ -134,6 +135,10 @@ def split_slices(n: int, n_parts: int) -> list[slice]:
     return [slice(int(starts[i]), int(starts[i + 1])) for i in range(n_parts)]
 
 
+#: The evaluation settings a sampler uses where the config leaves them unset.
+EVAL_DEFAULTS: dict[str, int] = {"eval_n_envs": 4, "eval_max_trajectories": 10, "eval_max_steps": 100_000}
+
+
 class BaseSampler:
     """Base class of samplers: arguments, env seeding, buffer allocation, counters.
 
@@ -148,10 +153,13 @@ class BaseSampler:
         max_decorrelation_steps: At :meth:`initialize`, step each env through up to this many
             random actions (a per-env random number), so the envs start out of phase; those
             episodes are not reported.
-        eval_n_envs: Envs for :meth:`evaluate_agent` (0: no evaluation).
+        eval_n_envs: Envs for :meth:`evaluate_agent`; 0: :data:`EVAL_DEFAULTS`'s 4 when something
+            evaluates (``EvaluationCallback``, ``validate``, ``test``), none otherwise.
         eval_max_steps: Time steps per eval env in one evaluation (``eval_n_envs *
-            eval_max_steps`` env steps at most); ``None``: no step limit.
-        eval_max_trajectories: Stop an evaluation once this many episodes have completed.
+            eval_max_steps`` env steps at most); None: 100,000 once eval envs exist (an evaluation
+            of an env whose episodes never end still ends).
+        eval_max_trajectories: Stop an evaluation once this many episodes have completed; None: 10
+            when ``eval_max_steps`` is None too, else no limit (the step limit ends it).
         eval_env_kwargs: ``make_env`` keyword arguments for the eval envs (default
             ``env_kwargs``).
         traj_info_cls: Class recording episode statistics (default: ``AtariTrajInfo`` for Atari
@@ -212,11 +220,6 @@ class BaseSampler:
             _check_int("eval_max_steps", eval_max_steps, 1)
         if eval_max_trajectories is not None:
             _check_int("eval_max_trajectories", eval_max_trajectories, 1)
-        if eval_n_envs > 0 and eval_max_steps is None and eval_max_trajectories is None:
-            raise ValueError(
-                f"eval_n_envs={eval_n_envs} needs eval_max_steps or eval_max_trajectories, "
-                "otherwise an evaluation never ends"
-            )
         if collector not in ("reset", "wait_reset"):
             raise ValueError(f"collector must be 'reset' or 'wait_reset', got {collector!r}")
         if n_workers is not None:
@@ -252,6 +255,34 @@ class BaseSampler:
         self.frame_stack: int | dict[str, int] | None = None
         self.examples: dict[str, Any] = {}
         self.samples: Samples | None = None
+
+    def use_eval_defaults(self) -> list[str]:
+        """Give every evaluation setting left unchosen its default (:data:`EVAL_DEFAULTS`): something
+        will evaluate (``EvaluationCallback``, ``validate``, ``test``). Call before :meth:`initialize`.
+
+        Returns:
+            ``name=value`` of each default used (empty when the config chose everything).
+
+        Raises:
+            ValueError: If the sampler is built already.
+        """
+        if self.initialized:
+            raise ValueError(f"{type(self).__name__}.use_eval_defaults: call it before initialize()")
+        used = []
+        if not self.eval_n_envs:
+            self.eval_n_envs = EVAL_DEFAULTS["eval_n_envs"]
+            used.append(f"eval_n_envs={self.eval_n_envs}")
+        used += self._fill_eval_limits()
+        return used
+
+    def _fill_eval_limits(self) -> list[str]:
+        used = []
+        if self.eval_max_trajectories is None and self.eval_max_steps is None:
+            self.eval_max_trajectories = EVAL_DEFAULTS["eval_max_trajectories"]
+            used.append(f"eval_max_trajectories={self.eval_max_trajectories}")
+        if self.eval_max_steps is None:
+            self.eval_max_steps = EVAL_DEFAULTS["eval_max_steps"]
+        return used
 
     def initialize(
         self,
@@ -296,6 +327,8 @@ class BaseSampler:
                 f"bootstrap_value=True needs an agent with a value() method; {type(agent).__name__} has none"
             )
         self._check_workers_args()
+        if self.eval_n_envs:
+            self._fill_eval_limits()  # an evaluation always ends
         T, B = self.batch_spec
         self.seed = seed
         self.rank = rank

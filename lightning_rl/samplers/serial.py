@@ -145,9 +145,12 @@ class SerialSampler(BaseSampler):
         for env, layers in zip(self.train_collector.envs, envs, strict=True):
             load_env_state(env, layers)
         self.train_collector.load_state(decode(state["collector"]))
-        if state.get("eval_envs") is not None and self.eval_collector is not None:
-            for env, layers in zip(self.eval_collector.envs, state["eval_envs"], strict=False):
-                load_env_state(env, layers)
+        eval_states = state.get("eval_envs")
+        if eval_states is not None and self.eval_collector is not None:
+            # Another number of eval envs than the checkpoint's: they start from their seeds.
+            if len(eval_states) == len(self.eval_collector.envs):
+                for env, layers in zip(self.eval_collector.envs, eval_states, strict=True):
+                    load_env_state(env, layers)
 
     def restart_envs(self) -> None:
         """Reset every training env (new episodes, unfinished TrajInfos dropped)."""

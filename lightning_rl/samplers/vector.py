@@ -812,6 +812,7 @@ class VectorSampler(BaseSampler):
             eval_layers, eval_missing = env_state(self.eval_collector.venv)
             if not eval_missing and eval_layers is not None:
                 state["eval_envs"] = eval_layers
+                state["eval_num_envs"] = self.eval_collector.n
                 state["eval_seeded"] = self._eval_seeded
         return state
 
@@ -835,9 +836,12 @@ class VectorSampler(BaseSampler):
                              f"sampler has batch_B={collector.n}")
         load_env_state(collector.venv, state["envs"])
         collector.load_state(decode(state["collector"]))
-        if state.get("eval_envs") is not None and self.eval_collector is not None:
-            load_env_state(self.eval_collector.venv, state["eval_envs"])
-            self._eval_seeded = bool(state["eval_seeded"])
+        eval_collector = self.eval_collector
+        if state.get("eval_envs") is not None and eval_collector is not None:
+            if state.get("eval_num_envs", eval_collector.n) == eval_collector.n:
+                load_env_state(eval_collector.venv, state["eval_envs"])
+                self._eval_seeded = bool(state["eval_seeded"])
+            # Another number of eval envs than the checkpoint's: they start from their seeds.
 
     def shutdown(self) -> None:
         if self._closed:

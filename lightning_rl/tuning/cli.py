@@ -188,7 +188,7 @@ def tune(
         raise ValueError(f"objective must be 'best' or 'last', got {objective!r}")
     if direction not in ("maximize", "minimize"):
         raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-    study_name = study_name or run_group([str(config_path)], base.get("model"))
+    study_name = study_name or run_group(base.get("model"))  # <algo>_<env>, as a run's group
     study_dir = Path(study_dir if study_dir is not None else Path("tune") / study_name).resolve()
     study_dir.mkdir(parents=True, exist_ok=True)
     out_path = Path(out).resolve() if out is not None else study_dir / "best.yaml"
@@ -300,11 +300,12 @@ def trial_config(base: dict[str, Any], space: SearchSpace, params: dict[str, Any
 
 
 def check_config(config: dict[str, Any], study_dir: Path) -> dict[str, Any]:
-    """``fit``'s resolved form of a trial config (``--print_config``), checked for evaluation envs.
+    """``fit``'s resolved form of a trial config (``--print_config``); a sampler without eval envs
+    evaluates on its defaults (4 envs, 10 episodes).
 
     Raises:
         ValueError: With fit's own message, if fit does not accept the config (an unknown key, a
-            wrong type), or if the sampler has no evaluation envs.
+            wrong type).
     """
     path = study_dir / ".check_config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -322,13 +323,6 @@ def check_config(config: dict[str, Any], study_dir: Path) -> dict[str, Any]:
         message = text[text.find("error:"):].strip() if "error:" in text else text.strip()[-2000:]
         raise ValueError(f"fit does not accept the base config with the space's keys set: {message}")
     resolved = yaml.safe_load(stdout.getvalue()) or {}
-    sampler = ((resolved.get("model") or {}).get("init_args") or {}).get("sampler") or {}
-    sampler_args = sampler.get("init_args") if isinstance(sampler, dict) else None
-    if isinstance(sampler_args, dict) and not sampler_args.get("eval_n_envs"):
-        raise ValueError(
-            "tuning needs evaluation envs: set model.init_args.sampler.init_args.eval_n_envs (> 0) and "
-            "eval_max_trajectories in the config or in the space's fixed section"
-        )
     return resolved
 
 

@@ -62,7 +62,7 @@ class PruningCallback(pl.Callback):
         if not evaluations:
             raise ValueError(
                 "PruningCallback needs an EvaluationCallback in trainer.callbacks (lightning_rl.callbacks."
-                "EvaluationCallback) and eval envs (the sampler's eval_n_envs > 0)"
+                "EvaluationCallback)"
             )
         mine = next(i for i, c in enumerate(callbacks) if c is self)
         if evaluations[0] > mine:

@@ -1,15 +1,16 @@
 """Search spaces over dotted LightningCLI config keys, read from YAML, and overrides applied to configs.
 
 A space file names the keys to search (``params``) and, optionally, keys set to one value in every
-trial (``fixed``: a tuning budget, evaluation envs), each by its dotted path in the config::
+trial (``fixed``: a tuning budget, evaluation envs), each by its dotted path in the config, written
+as on the command line (``model.learning_rate``) or in the long form (``model.init_args.learning_rate``)::
 
     params:
-      model.init_args.learning_rate: {type: float, low: 1.0e-4, high: 3.0e-3, log: true}
-      model.init_args.epochs: {type: int, low: 4, high: 20, step: 4}
-      model.init_args.gae_lambda: {type: categorical, choices: [0.8, 0.9, 0.95]}
-      model.init_args.agent.init_args.hidden_sizes: {type: categorical, choices: [[64, 64], [128, 128]]}
+      model.learning_rate: {type: float, low: 1.0e-4, high: 3.0e-3, log: true}
+      model.epochs: {type: int, low: 4, high: 20, step: 4}
+      model.gae_lambda: {type: categorical, choices: [0.8, 0.9, 0.95]}
+      model.agent.hidden_sizes: {type: categorical, choices: [[64, 64], [128, 128]]}
     fixed:
-      model.init_args.total_env_steps: 30000
+      model.total_env_steps: 30000
 
 The three kinds map one to one onto Optuna's ``suggest_float``, ``suggest_int`` and
 ``suggest_categorical``. Optuna stores only ``None``, bool, int, float and str choices, so a space
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+
+from lightning_rl.config_tree import set_dotted
 
 __all__ = [
     "Categorical", "FloatRange", "IntRange", "SearchSpace", "Suggester", "apply_overrides", "load_space", "parse_space",
@@ -200,7 +203,7 @@ def _check_key(key: Any, section: str) -> str:
     if not isinstance(key, str) or not _KEY.match(key):
         raise ValueError(
             f"space: {section}: {key!r} is not a dotted config key (parts of letters, digits, '_', '-' joined "
-            "by dots, e.g. model.init_args.learning_rate)"
+            "by dots, e.g. model.learning_rate)"
         )
     return key
 
@@ -247,39 +250,9 @@ def load_space(path: str | os.PathLike) -> SearchSpace:
     return parse_space(data)
 
 
-def set_dotted(config: dict[str, Any], key: str, value: Any) -> None:
-    """Set ``config[a][b][c] = value`` for ``key = "a.b.c"`` in place; missing mappings are created,
-    and a number part indexes a list (``trainer.callbacks.0.init_args.patience``).
-
-    Raises:
-        ValueError: If a part of ``key`` lies under a value that is neither a mapping nor a list, or
-            indexes a list out of range or by a name.
-    """
-    parts = key.split(".")
-    node: Any = config
-    for depth, part in enumerate(parts):
-        last = depth == len(parts) - 1
-        where = ".".join(parts[:depth]) or "the config"
-        if isinstance(node, dict):
-            if last:
-                node[part] = copy.deepcopy(value)
-            else:
-                if node.get(part) is None:  # absent, or an empty YAML section (``init_args:``)
-                    node[part] = {}
-                node = node[part]
-        elif isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise ValueError(f"{key}: {where} is a list of {len(node)}; {part!r} is not a position in it")
-            if last:
-                node[int(part)] = copy.deepcopy(value)
-            else:
-                node = node[int(part)]
-        else:
-            raise ValueError(f"{key}: {where} is {node!r}, not a mapping, so it has no key {part!r}")
-
-
 def apply_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``config`` with each dotted key of ``overrides`` set (:func:`set_dotted`)."""
+    """A copy of ``config`` with each dotted key of ``overrides`` set, short (``model.learning_rate``) or
+    long (``model.init_args.learning_rate``) (:func:`lightning_rl.config_tree.set_dotted`)."""
     result = copy.deepcopy(config)
     for key, value in overrides.items():
         set_dotted(result, key, value)

@@ -43,7 +43,7 @@ def test_config_fits_and_resumes_through_the_cli(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     quiet = ["--model.init_args.log_interval_steps", "512", "--trainer.enable_progress_bar", "false"]
     main(["fit", "--config", CONFIG, "--model.init_args.total_env_steps", "1024", *quiet])
-    last = newest_checkpoint(tmp_path / "runs" / "ppo_multiagent_coopgrid")
+    last = newest_checkpoint(tmp_path / "runs" / "multi_agent_ppo_coopgrid")
     state = torch.load(last, weights_only=True)
     assert state["lightning_rl"]["train_state"]["env_steps"] == 1024
     assert len(state["optimizer_states"]) == 2  # one learner per agent

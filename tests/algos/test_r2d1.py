@@ -356,7 +356,7 @@ def test_cartpole_pomdp_config_runs(in_tmp):
     main(["fit", "--config", config, "--model.init_args.total_env_steps", "1600",
           "--model.init_args.min_steps_learn", "800", "--model.init_args.log_interval_steps", "800",
           "--trainer.enable_progress_bar", "false"])
-    state = torch.load(newest_checkpoint(in_tmp / "runs" / "r2d1_cartpole_pomdp"),
+    state = torch.load(newest_checkpoint(in_tmp / "runs" / "r2d1_cartpolenovelocity"),
                        weights_only=True)
     assert state["lightning_rl"]["train_state"]["env_steps"] == 1600
     assert state["lightning_rl"]["train_state"]["updates"] > 0

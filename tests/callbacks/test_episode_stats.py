@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import pytorch_lightning as pl
 import torch
 
 from lightning_rl.algos.episode_stats import WindowMean
@@ -90,3 +91,45 @@ def test_the_callback_logs_the_window_means_and_computes_them_again_only_after_n
     assert [m["train/return_mean"] for m in logged] == [15.0, 15.0, 30.0]
     assert [m["train/length_mean"] for m in logged] == [30.0, 30.0, 60.0]
     assert len(computes) == 4  # return and length means, at the first and the third iteration only
+
+
+class ReadsReturnMean(pl.Callback):
+    """What a trainer callback (the progress display, a user's) reads at each batch end."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, float | None]] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        value = trainer.callback_metrics.get("train/return_mean")
+        self.seen.append((int(pl_module.train_state.itr), None if value is None else float(value)))
+
+
+def tiny_cartpole_fit(tmp_path, total_env_steps: int, ckpt_path=None) -> ReadsReturnMean:
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from lightning_rl.agents import CategoricalPgAgent
+    from lightning_rl.algos import PPO
+    from lightning_rl.samplers import SerialSampler
+
+    pl.seed_everything(0)
+    sampler = SerialSampler("CartPole-v1", batch_T=32, batch_B=2)
+    module = PPO(CategoricalPgAgent(hidden_sizes=[16]), sampler, epochs=1, minibatches=1,
+                 total_env_steps=total_env_steps, log_interval_steps=128, linear_lr_schedule=False)
+    reader = ReadsReturnMean()
+    trainer = pl.Trainer(max_epochs=-1, accelerator="cpu", logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=tmp_path,
+                         callbacks=[reader, ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)])
+    trainer.fit(module, ckpt_path=ckpt_path)
+    return reader
+
+
+def test_a_resumed_run_shows_the_restored_return_window_from_its_first_iteration(tmp_path):
+    # Two epochs of 2 iterations unbroken, against one epoch, then a resume at that epoch's end.
+    unbroken = tiny_cartpole_fit(tmp_path / "a", 256).seen
+    tiny_cartpole_fit(tmp_path / "b", 128)
+    resumed = tiny_cartpole_fit(tmp_path / "b", 256, ckpt_path=tmp_path / "b" / "ckpt" / "last.ckpt").seen
+    assert [itr for itr, _ in resumed] == [3, 4]
+    # Callbacks see the mean logged by the iteration before (episodes finished by the save): there from
+    # the first iteration after the resume, as in the unbroken run.
+    assert resumed[0][1] is not None
+    assert resumed == unbroken[2:]

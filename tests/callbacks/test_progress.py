@@ -130,7 +130,8 @@ class RaiseAt(pl.Callback):
             raise RuntimeError("boom")
 
 
-def tiny_fit(callbacks: list, tmp_path: Path, bar: RLProgressBar | None = None, eval_n_envs: int = 0) -> RLProgressBar:
+def tiny_fit(callbacks: list, tmp_path: Path, bar: RLProgressBar | None = None, eval_n_envs: int = 0,
+             total_env_steps: int = 32 * 20) -> RLProgressBar:
     from lightning_rl.agents import CategoricalPgAgent
     from lightning_rl.algos import PPO
     from lightning_rl.samplers import SerialSampler
@@ -139,7 +140,7 @@ def tiny_fit(callbacks: list, tmp_path: Path, bar: RLProgressBar | None = None, 
     sampler = SerialSampler(env_id="CartPole-v1", batch_T=16, batch_B=2, eval_n_envs=eval_n_envs,
                             eval_max_trajectories=2 if eval_n_envs else None)
     module = PPO(CategoricalPgAgent(hidden_sizes=[16]), sampler,
-                 epochs=1, minibatches=1, total_env_steps=32 * 20, log_interval_steps=64)
+                 epochs=1, minibatches=1, total_env_steps=total_env_steps, log_interval_steps=64)
     bar = bar if bar is not None else RLProgressBar(rich=False)
     trainer = pl.Trainer(max_epochs=-1, accelerator="cpu", logger=False, default_root_dir=tmp_path,
                          callbacks=[*callbacks, bar], enable_model_summary=False)
@@ -147,11 +148,22 @@ def tiny_fit(callbacks: list, tmp_path: Path, bar: RLProgressBar | None = None, 
     return bar
 
 
+def test_a_budget_of_no_whole_number_of_iterations_says_where_it_stopped(tmp_path):
+    bar = tiny_fit([], tmp_path, total_env_steps=100)  # 32 env steps an iteration: 3 iterations, 96 steps
+    assert bar.summary[:2] == [
+        "stopped: budget: 96 of total_env_steps=100 (one more iteration of 32 would pass it)",
+        "env steps: 96 of 100",
+    ]
+    assert tiny_fit([], tmp_path, total_env_steps=96).summary[0] == "stopped: budget: total_env_steps=96 reached"
+
+
 def test_summary_names_an_interrupt(tmp_path):
     from lightning_rl.callbacks import RunDirectoryCallback
     from tests.callbacks.test_run_directory import SignalAt
+    from tests.signals import default_sigint
 
-    bar = tiny_fit([SignalAt(signal.SIGINT, batch=3), RunDirectoryCallback()], tmp_path)
+    with default_sigint():  # a test run started in the background ignores SIGINT
+        bar = tiny_fit([SignalAt(signal.SIGINT, batch=3), RunDirectoryCallback()], tmp_path)
     assert bar.summary[0] == "stopped: interrupted (SIGINT)"
     assert bar.summary[1] == "env steps: 96 of 640"
     assert bar.summary[4].endswith("checkpoints/last.ckpt")  # saved on the signal
@@ -187,7 +199,8 @@ def test_the_best_eval_return_is_every_evaluations_not_the_drawn_ones(tmp_path):
     # No line is ever drawn (a 1e9 s interval, no terminal): the summary still has the best of the 10 evaluations.
     bar = tiny_fit([evaluation, Record()], tmp_path, RLProgressBar(rich=False, print_interval_s=1e9), eval_n_envs=1)
     assert len(seen) == 10
-    assert f"best eval return: {max(seen):.1f}" in bar.summary
+    # save_best=False: the summary says why there is no best.ckpt beside the best return.
+    assert f"best eval return: {max(seen):.1f} (no best.ckpt: the evaluation saves none)" in bar.summary
 
 
 def fields(**changes):

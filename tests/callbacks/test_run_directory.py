@@ -25,6 +25,7 @@ from lightning_rl.callbacks import RunDirectoryCallback
 from lightning_rl.callbacks.run_directory import code_hash, git_commit
 from lightning_rl.cli import RLCLI, RLTrainer, main
 from lightning_rl.samplers import SerialSampler
+from tests.signals import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = str(ROOT / "configs" / "ppo" / "cartpole.yaml")
@@ -61,14 +62,15 @@ def make_trainer(tmp_path: Path, callbacks: list, **kwargs) -> pl.Trainer:
 
 @pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGINT])
 def test_signal_saves_a_checkpoint_and_stops(tmp_path, sig):
-    handler_before = signal.getsignal(sig)
-    pl.seed_everything(0)
-    module = tiny_ppo()
-    # SignalAt runs first, so the signal arrives before RunDirectoryCallback's hook of the same batch.
-    trainer = make_trainer(tmp_path, [SignalAt(sig, batch=3), RunDirectoryCallback()], enable_checkpointing=False)
-    trainer.fit(module)
-    assert module.train_state.itr == 3  # stopped right after the third rollout
-    assert signal.getsignal(sig) is handler_before  # handlers restored
+    with default_sigint():  # a test run started in the background ignores SIGINT
+        handler_before = signal.getsignal(sig)
+        pl.seed_everything(0)
+        module = tiny_ppo()
+        # SignalAt runs first, so the signal arrives before RunDirectoryCallback's hook of the same batch.
+        trainer = make_trainer(tmp_path, [SignalAt(sig, batch=3), RunDirectoryCallback()], enable_checkpointing=False)
+        trainer.fit(module)
+        assert module.train_state.itr == 3  # stopped right after the third rollout
+        assert signal.getsignal(sig) is handler_before  # handlers restored
     path = Path(trainer.log_dir) / "checkpoints" / "last.ckpt"
     state = torch.load(path, weights_only=True)
     assert state["global_step"] == 3

@@ -124,7 +124,8 @@ def test_missing_file_is_an_error(tmp_path, capsys):
 
 
 def test_directory_without_a_run_is_an_error(tmp_path, capsys):
-    assert "no checkpoint in" in error_of([str(tmp_path), "--format", "onnx"], capsys)
+    assert "neither a run directory (config.yaml) nor a group of runs" in error_of(
+        [str(tmp_path), "--format", "onnx"], capsys)
 
 
 def test_checkpoint_from_elsewhere_is_an_error(tmp_path, capsys):

@@ -129,7 +129,7 @@ def test_a_real_grid_finishes_then_a_relaunch_resumes_only_the_unfinished_varian
     seed0, seed1 = tmp_path / "g" / "seed_0", tmp_path / "g" / "seed_1"
     for directory in (seed0, seed1):
         assert yaml.safe_load((directory / "done").read_text())["env_steps"] == 128
-        (run,) = list(directory.glob("runs/config/*"))  # the contract's <variant>/runs/<group>/<date-time>/
+        (run,) = list(directory.glob("runs/ppo_cartpole/*"))  # the contract's <variant>/runs/<group>/<date-time>/
         assert (run / "config.yaml").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
         assert list(run.glob("events.out.tfevents.*"))
 
@@ -141,4 +141,4 @@ def test_a_real_grid_finishes_then_a_relaunch_resumes_only_the_unfinished_varian
     # Its run had reached the budget: the resume says so and trains nothing; the variant is done again.
     assert "already reached its budget (128 of total_env_steps=128" in (seed1 / "stdout.log").read_text()
     assert yaml.safe_load((seed1 / "done").read_text())["resumed"] is True
-    assert len(list(seed1.glob("runs/config/*"))) == 1  # continued in its run directory
+    assert len(list(seed1.glob("runs/ppo_cartpole/*"))) == 1  # continued in its run directory

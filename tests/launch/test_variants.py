@@ -75,7 +75,7 @@ def test_shipped_grid_is_two_learning_rates_by_two_seeds() -> None:
     assert grid.base == CARTPOLE
     assert [v.name for v in grid.variants] == ["lr_0.0003-seed_0", "lr_0.0003-seed_1", "lr_0.001-seed_0",
                                                "lr_0.001-seed_1"]
-    assert grid.overrides == {"model.init_args.total_env_steps": 50000}
+    assert grid.overrides == {"model.total_env_steps": 50000}  # written as on the command line
 
 
 def test_variant_configs_are_the_base_plus_overrides_written_out(tmp_path: Path) -> None:
@@ -120,3 +120,19 @@ def test_a_variant_directory_holding_another_config_is_not_mixed_in(tmp_path: Pa
     write_variants(CARTPOLE, variants, tmp_path)  # the same grid again: kept, so a launch resumes
     with pytest.raises(ValueError, match="holds another config than this grid writes for lr_0.001"):
         write_variants(CARTPOLE, variants, tmp_path, {"model.init_args.epochs": 3})
+
+
+def test_short_keys_as_on_the_command_line_give_the_configs_long_keys_give(tmp_path: Path) -> None:
+    short = make_variants(VariantLevel.zip({"model.learning_rate": [0.002], "model.sampler.batch_B": [4]}))
+    long = make_variants(VariantLevel.zip({LR: [0.002], "model.init_args.sampler.init_args.batch_B": [4]}))
+    (a,) = write_variants(CARTPOLE, short, tmp_path / "short", {"model.total_env_steps": 1024})
+    (b,) = write_variants(CARTPOLE, long, tmp_path / "long", {"model.init_args.total_env_steps": 1024})
+    config = yaml.safe_load((a / "config.yaml").read_text())
+    assert config == yaml.safe_load((b / "config.yaml").read_text())
+    assert config["model"]["init_args"]["learning_rate"] == 0.002
+    assert config["model"]["init_args"]["sampler"]["init_args"]["batch_B"] == 4
+    assert config["model"]["init_args"]["total_env_steps"] == 1024
+    # The variant records the keys as the grid wrote them.
+    assert yaml.safe_load((a / "variant.yaml").read_text())["model.learning_rate"] == 0.002
+    with pytest.raises(ValueError, match="unknown config key 'model.lerning_rate'"):
+        write_variants(CARTPOLE, make_variants(VariantLevel.zip({"model.lerning_rate": [1.0]})), tmp_path / "x")

@@ -25,6 +25,7 @@ objects (:func:`state_of`) and the loggers:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -44,6 +45,7 @@ from pytorch_lightning.loggers.logger import Logger
 from lightning_rl.callbacks import RunDirectoryCallback
 from tests.algos.test_dqn import assert_same
 from tests.reliability.exact_resume import ROOT, as_data, optim_state, rng_state
+from tests.signals import default_sigint, sigint_default_in_child
 
 #: Sampler iterations per epoch (``log_interval_steps`` is ``K`` batches).
 K = 4
@@ -170,7 +172,8 @@ def run_leg(spec: dict[str, Any]) -> dict[str, Any]:
         max_epochs=-1, accelerator="cpu", logger=logger, enable_progress_bar=False, enable_model_summary=False,
         callbacks=callbacks, deterministic=True, log_every_n_steps=1,
     )
-    trainer.fit(module, ckpt_path=spec.get("ckpt"))
+    with default_sigint() if spec.get("sigint_at") else contextlib.nullcontext():  # also in a background test run
+        trainer.fit(module, ckpt_path=spec.get("ckpt"))
     return as_data({
         "losses": recorder.losses, "at_save": {str(k): v for k, v in recorder.at_save.items()},
         "at_load": recorder.at_load, "final": recorder.final, "epoch_ends": recorder.epoch_ends,
@@ -189,7 +192,7 @@ def run_legs_in_new_process(specs: list[dict[str, Any]], out_dir: Path) -> list[
                                      for spec, report in zip(specs, reports, strict=True)]))
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     proc = subprocess.run([sys.executable, "-m", "tests.reliability.resume_anywhere", str(spec_path)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=1800)
+                          env=env, capture_output=True, text=True, timeout=1800, preexec_fn=sigint_default_in_child)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return [torch.load(report, weights_only=True) for report in reports]
 

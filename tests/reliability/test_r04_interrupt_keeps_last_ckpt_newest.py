@@ -23,6 +23,7 @@ import pytorch_lightning as pl
 import torch
 
 from lightning_rl.cli import main
+from tests.signals import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = str(ROOT / "configs" / "ppo" / "cartpole.yaml")
@@ -54,7 +55,7 @@ def test_interrupt_and_resume_keep_last_ckpt_the_newest_state(epoch, checkpointi
     monkeypatch.chdir(tmp_path)
     own = ["--trainer.callbacks", SNAPSHOTS] if checkpointing == "save_last_with_snapshots" else []
     interrupt = [f"--trainer.callbacks+={__name__}.InterruptAt", f"--trainer.callbacks.epoch={epoch}"]
-    with pytest.raises(SystemExit) as exit_info:
+    with default_sigint(), pytest.raises(SystemExit) as exit_info:  # default_sigint: also in a background run
         main(["fit", "--config", CARTPOLE, *RUN, *own, *interrupt])
     assert exit_info.value.code == 1  # Ctrl-C's status, after saving
     (checkpoints,) = tmp_path.glob("runs/ppo_cartpole/*/checkpoints")

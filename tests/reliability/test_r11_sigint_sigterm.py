@@ -31,6 +31,7 @@ import pytorch_lightning as pl
 import torch
 
 from tests.samplers.helpers import alive, parallel_ppo_fit_command, wait_gone
+from tests.signals import sigint_default_in_child
 
 ROOT = Path(__file__).resolve().parents[2]
 # One rollout per epoch, so the first checkpoint (the cue for the signal) comes soon.
@@ -64,7 +65,8 @@ def runs(tmp_path_factory) -> dict[str, dict[str, Any]]:
             stderr = open(cwd / "stderr.txt", "w")  # noqa: SIM115 - closed below
             # PYTHONFAULTHANDLER: a run that hangs prints its threads' stacks on the SIGABRT below.
             env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
-            proc = subprocess.Popen([*COMMAND, *extra], cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+            proc = subprocess.Popen([*COMMAND, *extra], cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                                    preexec_fn=sigint_default_in_child)  # also when the test run ignores SIGINT
             started[name] = {"proc": proc, "cwd": cwd, "stderr_file": stderr}
         deadline = time.monotonic() + 180
         waiting = set(started)

@@ -90,7 +90,10 @@ def test_fit_saves_the_resolved_config_and_a_checkpoint(run_dir):
 def test_validate_and_test_evaluate_the_runs_checkpoint(run_dir, subcommand):
     proc = cli([subcommand, "-c", CARTPOLE, "--ckpt_path", str(last_of(run_dir)), *EVAL,
                 "--trainer.enable_progress_bar", "false"], run_dir)
-    assert "return_mean" in proc.stdout, proc.stdout[-2000:]
+    # One table of the evaluation's episodes: its title, then a row per episode and their mean.
+    title = "validate:" if subcommand == "validate" else "test (held-out seeds):"
+    assert f"{title} 2 eval episodes, deterministic actions" in proc.stdout, proc.stdout[-2000:]
+    assert "│    mean │" in proc.stdout
 
 
 def test_play_records_a_non_empty_video(run_dir):

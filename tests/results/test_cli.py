@@ -72,17 +72,19 @@ def test_plain_table_on_a_pipe(grid, capsys):
     assert main([str(grid)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "PPO CartPole-v1: eval/return_mean"
-    assert lines[1].split() == ["variant", "seed", "final", "best", "env", "steps", "wall", "time"]
-    assert lines[2].split()[:5] == ["learning_rate=0.0003", "0", "10.00", "2000.00", "1,024"]
+    assert lines[1].split() == ["variant", "run", "seed", "final", "best", "env", "steps", "wall", "time"]
+    # Each row names its run (the run directory), so runs of one seed stay apart.
+    assert lines[2].split()[:6] == ["learning_rate=0.0003", "2026-01-01_00-00-00", "0", "10.00", "2000.00", "1,024"]
     aggregate = next(line for line in lines if line.startswith("learning_rate=0.001 ") and "[" in line)
-    assert aggregate.split() == ["learning_rate=0.001", "2", "150.00", "150.00", "[100.00,", "200.00]"]
+    # 2 runs of 2 distinct seeds.
+    assert aggregate.split() == ["learning_rate=0.001", "2", "2", "150.00", "150.00", "[100.00,", "200.00]"]
 
 
 def test_markdown_and_rich(grid, capsys):
     assert main([str(grid), "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("### PPO CartPole-v1: eval/return_mean\n")
-    assert "| learning_rate=0.001 | 2 | 150.00 | 150.00 | [100.00, 200.00] |" in out
+    assert "| learning_rate=0.001 | 2 | 2 | 150.00 | 150.00 | [100.00, 200.00] |" in out
     buffer = io.StringIO()
     print_rich(summarize(read_runs(grid)), file=buffer)
     text = buffer.getvalue()
@@ -114,7 +116,7 @@ def test_single_seed_and_different_lengths_are_noted(tmp_path, capsys):
     assert "learning_rate=0.2: a single seed; no confidence interval" in out
     assert "learning_rate=0.1: runs end at different env steps (100 to 200)" in out
     single = next(line for line in out.splitlines() if line.startswith("learning_rate=0.2 ") and "n/a" in line)
-    assert single.split() == ["learning_rate=0.2", "1", "7.00", "7.00", "n/a", "(1", "seed)"]
+    assert single.split() == ["learning_rate=0.2", "1", "1", "7.00", "7.00", "n/a", "(1", "seed)"]
 
 
 def test_every_run_is_shown_falling_back_per_run_and_saying_so(tmp_path, capsys):
@@ -130,17 +132,17 @@ def test_every_run_is_shown_falling_back_per_run_and_saying_so(tmp_path, capsys)
     assert lines[0] == "PPO CartPole-v1: eval/return_mean"
     rows = [line.split() for line in lines[2:6]]
     # Each run's own last and best value; the evaluated run keeps eval (3.0), not its train return (9.0).
-    assert [r[:6] if "*" in r else r[:4] for r in rows] == [
-        ["learning_rate=0.1", "0", "3.00", "3.00"],
-        ["learning_rate=0.1", "1", "5.00", "5.00"],
-        ["learning_rate=0.2", "0", "6.00", "*", "6.00", "*"],
-        ["learning_rate=0.2", "1", "-", "-"],
+    assert [r[:7] if "*" in r else r[:5] for r in rows] == [
+        ["learning_rate=0.1", "2026-01-01_00-00-00", "0", "3.00", "3.00"],
+        ["learning_rate=0.1", "2026-01-01_00-00-00", "1", "5.00", "5.00"],
+        ["learning_rate=0.2", "2026-01-01_00-00-00", "0", "6.00", "*", "6.00", "*"],
+        ["learning_rate=0.2", "2026-01-01_00-00-00", "1", "-", "-"],
     ]
     assert f"1 run(s) without eval/return_mean show train/return_mean instead (marked *): {no_eval}" in out
     assert f"1 run(s) logged no eval/return_mean or train/return_mean (shown with -): {nothing}" in out
     # The variant of the two lr=0.2 runs aggregates the one value it has: mean 6.
     aggregate = next(line for line in lines if line.startswith("learning_rate=0.2 ") and "n/a" in line)
-    assert aggregate.split()[:4] == ["learning_rate=0.2", "2", "6.00", "6.00"]
+    assert aggregate.split()[:5] == ["learning_rate=0.2", "2", "2", "6.00", "6.00"]  # 2 runs, 2 seeds
     status, rows_csv, _ = run_csv(capsys, [str(tmp_path)])
     assert [r["metric"] for r in rows_csv if r["kind"] == "run"] == [
         "eval/return_mean", "eval/return_mean", "train/return_mean", ""]

@@ -44,7 +44,6 @@ def test_all_samplers_share_one_constructor_signature():
         (dict(batch_B=-2), "batch_B must be >= 1, got -2"),
         (dict(batch_B=2.5), "batch_B must be an int"),
         (dict(max_decorrelation_steps=-1), "max_decorrelation_steps must be >= 0"),
-        (dict(eval_n_envs=2), "eval_n_envs=2 needs eval_max_steps or eval_max_trajectories"),
         (dict(eval_n_envs=1, eval_max_steps=0), "eval_max_steps must be >= 1, got 0"),
         (dict(collector="sometimes"), "collector must be 'reset' or 'wait_reset', got 'sometimes'"),
         (dict(n_workers=0), "n_workers must be >= 1, got 0"),
@@ -55,6 +54,20 @@ def test_all_samplers_share_one_constructor_signature():
 def test_bad_arguments_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SerialSampler(make_counter_env, **kwargs)
+
+
+def test_eval_settings_left_unset_take_their_defaults_each_on_its_own():
+    # The documented defaults: 4 eval envs, 10 episodes (when no step limit is set), 100,000 steps.
+    sampler = SerialSampler(make_counter_env)
+    assert sampler.use_eval_defaults() == ["eval_n_envs=4", "eval_max_trajectories=10"]
+    assert (sampler.eval_n_envs, sampler.eval_max_trajectories, sampler.eval_max_steps) == (4, 10, 100_000)
+    sampler = SerialSampler(make_counter_env, eval_n_envs=2)  # was an error: "needs eval_max_steps or ..."
+    assert sampler.use_eval_defaults() == ["eval_max_trajectories=10"] and sampler.eval_n_envs == 2
+    sampler = SerialSampler(make_counter_env, eval_max_trajectories=3)
+    assert sampler.use_eval_defaults() == ["eval_n_envs=4"] and sampler.eval_max_trajectories == 3
+    sampler = SerialSampler(make_counter_env, eval_n_envs=1, eval_max_steps=5)
+    assert sampler.use_eval_defaults() == []
+    assert (sampler.eval_max_trajectories, sampler.eval_max_steps) == (None, 5)  # the step limit ends it
 
 
 def test_bad_env_id_raises():

@@ -14,6 +14,7 @@ import pytest
 
 from lightning_rl.samplers import AlternatingSampler, CpuSampler, GpuSampler
 from tests.samplers.helpers import ObsAgent, alive, make_counter_env
+from tests.signals import sigint_default_in_child
 
 PARALLEL = [CpuSampler, GpuSampler, AlternatingSampler]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -138,7 +139,8 @@ SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
 def test_ctrl_c_or_death_of_the_main_process_ends_the_workers(how):
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", SCRIPT], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=sigint_default_in_child,  # Ctrl-C reaches it also when the test run ignores SIGINT
     )
     try:
         line = proc.stdout.readline()
