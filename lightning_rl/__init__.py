@@ -12,7 +12,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from lightning_rl import moved as _moved
+
 __version__ = "0.3.0"
+
+# Modules that moved stay importable under their old names (lightning_rl.moved).
+_moved.install()
 
 __all__ = ["__version__", "from_config", "load_policy"]
 
