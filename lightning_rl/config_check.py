@@ -359,6 +359,8 @@ def _tree_of(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
             tree["model"] = {"class_path": parsed, **({} if not isinstance(model, dict) else
                                                       {"init_args": model.get("init_args", {})})}
             continue
+        if key.endswith("class_path") or (isinstance(parsed, dict) and "class_path" in parsed):
+            raise _Defer  # another class for a part: jsonargparse keeps only the arguments it takes
         try:
             set_dotted(tree, long_key(tree, key), parsed)
         except (ValueError, KeyError):

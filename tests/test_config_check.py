@@ -92,6 +92,9 @@ def test_no_shipped_config_is_refused(config):
     ["--model.sampler.eval_n_envs", "8", "--model.value_clip", "null", "--model.agent.hidden_sizes", "[32,32]"],
     ["--model", "A2C"], ["--model.normalize_advantage", "false"], ["--ckpt_path", "last", "--print_config"],
     ["--run_group", "mine", "--trainer.default_root_dir", "somewhere", "--model.sampler.backend", "sync"],
+    # Another sampler class: the config's VectorSampler arguments it does not take (backend) are dropped.
+    ["--model.init_args.sampler.class_path", "lightning_rl.samplers.CpuSampler", "--model.sampler.n_workers", "2"],
+    ["--model.sampler", "{class_path: lightning_rl.samplers.SerialSampler, init_args: {env_id: CartPole-v1}}"],
 ], ids=" ".join)
 def test_valid_command_lines_pass(args):
     assert check_command_line("fit", ["--config", CARTPOLE, *args]) is None
