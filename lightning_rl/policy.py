@@ -174,7 +174,9 @@ def policy_from_checkpoint(choice: RunChoice, device: str | torch.device = "cpu"
     agent = build_agent(init_args["agent"])
     env = make_env(env_id, **env_kwargs)
     try:
-        agent.initialize(env.spaces)
+        # As the run built it: agents that pair envs (alternating samplers) need the run's env count.
+        B = int(sampler.get("batch_B") or 1)
+        agent.initialize(env.spaces, global_B=B, env_ranks=list(range(B)))
     finally:
         env.close()
     weights = {k[len("agent."):]: v for k, v in data["state_dict"].items() if k.startswith("agent.")}
